@@ -1,0 +1,157 @@
+//! The systems a workload runs against, behind one trait.
+//!
+//! A workload is written once against [`Target`]. [`Kernel`] turns each call into a system call on
+//! a fresh tmpfs directory; [`Engine`] turns it into a call on a `scalevfs::Process` over memfs.
+//!
+//! Paths are prepared once, outside the timed loops, into each target's native form
+//! ([`Target::Path`]): a NUL-terminated string for the kernel, so that a call neither copies nor
+//! allocates, and a `PathBuf` for scalevfs, which takes `AsRef<Path>`.
+//!
+//! Every operation returns the raw errno on failure, a plain integer, so that the success path of
+//! a timed loop carries nothing heavier than the result itself. Workloads add context on the error
+//! path only.
+
+use std::fmt;
+
+mod engine;
+#[cfg(test)]
+mod fake;
+mod kernel;
+
+pub use engine::Engine;
+#[cfg(test)]
+pub use fake::Fake;
+pub use kernel::Kernel;
+
+/// Which system a figure was measured on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum System {
+    /// Real system calls on tmpfs.
+    Kernel,
+    /// The scalevfs engine over memfs, in this process.
+    Scalevfs,
+}
+
+impl System {
+    /// Every system, in table order.
+    pub const ALL: [System; 2] = [System::Kernel, System::Scalevfs];
+
+    /// The name used in the table, the JSON records and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Kernel => "kernel",
+            System::Scalevfs => "scalevfs",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn parse(s: &str) -> Result<System, String> {
+        System::ALL
+            .into_iter()
+            .find(|sys| sys.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| format!("unknown system {s:?} (expected kernel or scalevfs)"))
+    }
+}
+
+/// An errno from a target, with Linux numbering on both sides.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// "File exists".
+    pub const EEXIST: Errno = Errno(17);
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Errno({})", self.0)
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+/// What a target's operations return.
+pub type OpResult<T> = Result<T, Errno>;
+
+/// The part of a `stat` result the workloads look at.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Meta {
+    /// Inode number.
+    pub ino: u64,
+    /// Type and permission bits.
+    pub mode: u32,
+}
+
+impl Meta {
+    const S_IFMT: u32 = 0o170000;
+
+    /// Whether this is a directory.
+    pub fn is_dir(self) -> bool {
+        self.mode & Self::S_IFMT == 0o040000
+    }
+
+    /// Whether this is a regular file.
+    pub fn is_file(self) -> bool {
+        self.mode & Self::S_IFMT == 0o100000
+    }
+}
+
+/// `access(2)` mode bits (Linux values).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Access(pub u32);
+
+impl Access {
+    /// `R_OK`.
+    pub const READ: Access = Access(4);
+}
+
+/// One system, as the workloads see it.
+///
+/// A value is a handle for one thread: the harness calls [`Target::fork`] on each benchmark
+/// thread and uses the result only there. Clones are for carrying a target into a workload's
+/// closures.
+pub trait Target: Clone + Send + Sync + 'static {
+    /// A path prepared for this target.
+    type Path: Clone + fmt::Debug + Send + Sync + 'static;
+    /// An open directory, for the `*at` calls. Closed on drop. Used only with the handle that
+    /// opened it.
+    type Dir;
+
+    /// Which system this is.
+    const SYSTEM: System;
+
+    /// A handle for one more thread. For scalevfs this is `Process::fork`: per-thread state
+    /// (the descriptor table) is not shared with the caller.
+    fn fork(&self) -> Self;
+
+    /// `rel` (relative, `/`-separated) anchored at the benchmark root: an absolute path.
+    fn path(&self, rel: &str) -> Self::Path;
+
+    /// `rel` as a relative path, for the `*at` calls.
+    fn rel_path(&self, rel: &str) -> Self::Path;
+
+    /// `stat(2)`.
+    fn stat(&self, p: &Self::Path) -> OpResult<Meta>;
+
+    /// `access(2)`.
+    fn access(&self, p: &Self::Path, mode: Access) -> OpResult<()>;
+
+    /// `open(p, O_RDONLY | O_DIRECTORY)`.
+    fn open_dir(&self, p: &Self::Path) -> OpResult<Self::Dir>;
+
+    /// `fstatat(dir, p, 0)`.
+    fn fstatat(&self, dir: &Self::Dir, p: &Self::Path) -> OpResult<Meta>;
+
+    /// `mkdir(2)`.
+    fn mkdir(&self, p: &Self::Path, mode: u32) -> OpResult<()>;
+
+    /// `open(p, O_CREAT | O_EXCL | O_WRONLY, mode)` followed by `close`.
+    fn create_close(&self, p: &Self::Path, mode: u32) -> OpResult<()>;
+
+    /// `unlink(2)`.
+    fn unlink(&self, p: &Self::Path) -> OpResult<()>;
+}

@@ -1,0 +1,127 @@
+//! scalevfs itself: a `Process` over a fresh memfs `Vfs`, one forked `Process` per thread.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use scalevfs::{AtFlags, Creds, Fd, OFlags, Process, Vfs};
+
+use super::{Access, Errno, Meta, OpResult, System, Target};
+
+/// The engine, acting as the caller's own uid and gid.
+#[derive(Clone)]
+pub struct Engine {
+    proc: Arc<Process>,
+    /// Keeps the file system alive for as long as any handle is.
+    _vfs: Arc<Vfs>,
+}
+
+/// A directory open in one `Process`'s descriptor table; closed there on drop.
+pub struct EngineDir {
+    fd: Fd,
+    proc: Arc<Process>,
+}
+
+impl Drop for EngineDir {
+    fn drop(&mut self) {
+        if let Err(e) = self.proc.close(self.fd) {
+            eprintln!("warning: scalevfs close({}): {e}", self.fd.0);
+        }
+    }
+}
+
+impl Engine {
+    /// A fresh memfs, used with the same ids as the kernel side runs with.
+    pub fn new_memfs() -> Engine {
+        let vfs = Vfs::new_memfs();
+        let creds = Creds::user(
+            rustix::process::getuid().as_raw(),
+            rustix::process::getgid().as_raw(),
+            Vec::new(),
+        );
+        Engine {
+            proc: Arc::new(vfs.process(creds)),
+            _vfs: vfs,
+        }
+    }
+}
+
+fn errno(e: scalevfs::Errno) -> Errno {
+    Errno(e.raw())
+}
+
+fn meta(st: &scalevfs::Stat) -> Meta {
+    Meta {
+        ino: st.ino,
+        mode: st.mode,
+    }
+}
+
+impl Target for Engine {
+    type Path = PathBuf;
+    type Dir = EngineDir;
+
+    const SYSTEM: System = System::Scalevfs;
+
+    fn fork(&self) -> Self {
+        Engine {
+            proc: Arc::new(self.proc.fork()),
+            _vfs: Arc::clone(&self._vfs),
+        }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        PathBuf::from(format!("/{rel}"))
+    }
+
+    fn rel_path(&self, rel: &str) -> PathBuf {
+        PathBuf::from(rel)
+    }
+
+    #[inline]
+    fn stat(&self, p: &PathBuf) -> OpResult<Meta> {
+        self.proc.stat(p).map(|st| meta(&st)).map_err(errno)
+    }
+
+    #[inline]
+    fn access(&self, p: &PathBuf, mode: Access) -> OpResult<()> {
+        self.proc.access(p, scalevfs::Access(mode.0)).map_err(errno)
+    }
+
+    fn open_dir(&self, p: &PathBuf) -> OpResult<EngineDir> {
+        let fd = self
+            .proc
+            .open(p, OFlags::RDONLY | OFlags::DIRECTORY, 0)
+            .map_err(errno)?;
+        Ok(EngineDir {
+            fd,
+            proc: Arc::clone(&self.proc),
+        })
+    }
+
+    #[inline]
+    fn fstatat(&self, dir: &EngineDir, p: &PathBuf) -> OpResult<Meta> {
+        debug_assert!(Arc::ptr_eq(&dir.proc, &self.proc), "dir of another Process");
+        self.proc
+            .fstatat(dir.fd, p, AtFlags::empty())
+            .map(|st| meta(&st))
+            .map_err(errno)
+    }
+
+    fn mkdir(&self, p: &PathBuf, mode: u32) -> OpResult<()> {
+        self.proc.mkdir(p, mode).map_err(errno)
+    }
+
+    #[inline]
+    fn create_close(&self, p: &PathBuf, mode: u32) -> OpResult<()> {
+        let fd = self
+            .proc
+            .open(p, OFlags::CREAT | OFlags::EXCL | OFlags::WRONLY, mode)
+            .map_err(errno)?;
+        self.proc.close(fd).map_err(errno)
+    }
+
+    #[inline]
+    fn unlink(&self, p: &PathBuf) -> OpResult<()> {
+        self.proc.unlink(p).map_err(errno)
+    }
+}

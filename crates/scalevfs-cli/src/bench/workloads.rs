@@ -1,0 +1,339 @@
+//! The workloads of WORKLOADS.md, each written once against [`Target`].
+//!
+//! A workload builds its tree on a target, with the same relative layout on every target (under
+//! the tmpfs directory for the kernel, under `/` for scalevfs), then returns its [`Case`]s: one
+//! per variant, each a recipe for one thread's timed loop. The harness runs every case on every
+//! system side by side, so a workload never names a system.
+//!
+//! Every path a loop uses is prepared while the case is built, and every call a loop makes is
+//! checked: a worker runs its operation once before it is handed to the harness, and a failing
+//! call inside the timed loop ends the benchmark with an error. No figure counts failing calls.
+//!
+//! # Adding a workload
+//! Add a variant to [`Workload`] and to [`Workload::ALL`], its arms in the `match`es below, and a
+//! function from a target to its cases.
+
+use std::fmt::Debug;
+use std::hint::black_box;
+
+use super::target::{Access, Errno, Target};
+use super::Error;
+
+/// A workload of WORKLOADS.md.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Workload {
+    /// stat_same: every thread loops `stat("/wis/a/b/c/file")` on one file.
+    W1,
+    /// access_distinct: thread *i* loops `access(path_i, R_OK)` on its own file, 4 components.
+    W2,
+    /// Depth sweep: `fstatat(dirfd, p)` with 1, 4 and 16 components, 1- and 40-character names;
+    /// `stat` of an absolute path of 20 components.
+    W3,
+    /// create_unlink: loop create + unlink of a private name, in one shared directory and in
+    /// private directories.
+    W8,
+}
+
+/// What one counted operation is.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Unit {
+    /// One call.
+    Ops,
+    /// One create (open + close) and one unlink.
+    Pairs,
+}
+
+impl Unit {
+    /// The name in the table and the JSON records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ops => "ops",
+            Unit::Pairs => "pairs",
+        }
+    }
+}
+
+impl Workload {
+    /// Every workload, in table order.
+    pub const ALL: [Workload; 4] = [Workload::W1, Workload::W2, Workload::W3, Workload::W8];
+
+    /// The id, as in WORKLOADS.md.
+    pub fn id(self) -> &'static str {
+        match self {
+            Workload::W1 => "W1",
+            Workload::W2 => "W2",
+            Workload::W3 => "W3",
+            Workload::W8 => "W8",
+        }
+    }
+
+    /// The name, as in WORKLOADS.md.
+    pub fn title(self) -> &'static str {
+        match self {
+            Workload::W1 => "stat_same",
+            Workload::W2 => "access_distinct",
+            Workload::W3 => "depth sweep",
+            Workload::W8 => "create_unlink",
+        }
+    }
+
+    /// What one counted operation is.
+    pub fn unit(self) -> Unit {
+        match self {
+            Workload::W8 => Unit::Pairs,
+            _ => Unit::Ops,
+        }
+    }
+
+    /// Parses an id such as `W1` (any case).
+    pub fn parse(s: &str) -> Result<Workload, String> {
+        Workload::ALL
+            .into_iter()
+            .find(|w| w.id().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                let ids: Vec<_> = Workload::ALL.iter().map(|w| w.id()).collect();
+                format!(
+                    "unknown workload {s:?} (expected one of {})",
+                    ids.join(", ")
+                )
+            })
+    }
+
+    /// Builds the tree on `t` and returns the cases, for up to `max_threads` threads.
+    pub fn cases<T: Target>(self, t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+        match self {
+            Workload::W1 => stat_same(t),
+            Workload::W2 => access_distinct(t, max_threads),
+            Workload::W3 => depth_sweep(t),
+            Workload::W8 => create_unlink(t, max_threads),
+        }
+    }
+}
+
+/// One thread's timed loop: `worker(n)` performs `n` operations and stops at the first failure.
+pub type Worker = Box<dyn FnMut(u64) -> Result<(), Error>>;
+
+/// One variant of a workload on one target.
+pub struct Case {
+    /// The variant's name, identical on every target.
+    pub variant: String,
+    make: Box<dyn Fn(usize) -> Result<Worker, Error> + Send + Sync>,
+}
+
+impl Case {
+    /// A case whose thread `i` runs `make(i)`.
+    pub fn new(
+        variant: impl Into<String>,
+        make: impl Fn(usize) -> Result<Worker, Error> + Send + Sync + 'static,
+    ) -> Case {
+        Case {
+            variant: variant.into(),
+            make: Box::new(make),
+        }
+    }
+
+    /// Thread `i`'s worker. Called on that thread, outside the timed window; the worker has
+    /// already performed its operation once, successfully.
+    pub fn worker(&self, i: usize) -> Result<Worker, Error> {
+        (self.make)(i)
+    }
+}
+
+/// Checks `op` once, then wraps it in a counted loop. `op` is monomorphic inside the box, so the
+/// loop pays one indirect call per batch, not per operation.
+fn looped(mut op: impl FnMut() -> Result<(), Error> + 'static) -> Result<Worker, Error> {
+    op()?;
+    Ok(Box::new(move |n| {
+        for _ in 0..n {
+            op()?;
+        }
+        Ok(())
+    }))
+}
+
+#[cold]
+#[inline(never)]
+fn failed(op: &str, p: &dyn Debug, e: Errno) -> Error {
+    Error::from(format!("{op} {p:?}: {e}"))
+}
+
+/// Thread `i`'s entry of a per-thread list (a bug in the harness if absent).
+fn nth<P: Clone>(paths: &[P], i: usize) -> Result<P, Error> {
+    paths
+        .get(i)
+        .cloned()
+        .ok_or_else(|| Error::from(format!("no path prepared for thread {i}")))
+}
+
+// ---- Set-up helpers: every call checked. ----
+
+/// `mkdir -p` of `rel` under the root.
+fn mkdir_all<T: Target>(t: &T, rel: &str) -> Result<(), Error> {
+    let mut prefix = String::new();
+    for c in rel.split('/') {
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(c);
+        let p = t.path(&prefix);
+        match t.mkdir(&p, 0o755) {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => match t.stat(&p) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => return Err(format!("{p:?} exists and is not a directory").into()),
+                Err(e) => return Err(failed("stat", &p, e)),
+            },
+            Err(e) => return Err(failed("mkdir", &p, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Creates the empty regular file `rel` under the root; it must not exist.
+fn create_file<T: Target>(t: &T, rel: &str) -> Result<(), Error> {
+    let p = t.path(rel);
+    t.create_close(&p, 0o644)
+        .map_err(|e| failed("create", &p, e))?;
+    match t.stat(&p) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(m) => Err(format!("{p:?} has mode {:o} after create", m.mode).into()),
+        Err(e) => Err(failed("stat", &p, e)),
+    }
+}
+
+// ---- Workers: the timed loops. ----
+
+/// Loops `stat(p)`.
+fn stat_worker<T: Target>(t: &T, p: T::Path) -> Result<Worker, Error> {
+    let me = t.fork();
+    looped(move || match me.stat(&p) {
+        Ok(m) => {
+            black_box(m);
+            Ok(())
+        }
+        Err(e) => Err(failed("stat", &p, e)),
+    })
+}
+
+/// Loops `access(p, mode)`.
+fn access_worker<T: Target>(t: &T, p: T::Path, mode: Access) -> Result<Worker, Error> {
+    let me = t.fork();
+    looped(move || me.access(&p, mode).map_err(|e| failed("access", &p, e)))
+}
+
+/// Opens `dir` in this thread's handle and loops `fstatat(dir, p)`.
+fn fstatat_worker<T: Target>(t: &T, dir: &T::Path, p: T::Path) -> Result<Worker, Error> {
+    let me = t.fork();
+    let fd = me.open_dir(dir).map_err(|e| failed("open", dir, e))?;
+    looped(move || match me.fstatat(&fd, &p) {
+        Ok(m) => {
+            black_box(m);
+            Ok(())
+        }
+        Err(e) => Err(failed("fstatat", &p, e)),
+    })
+}
+
+/// Loops create (`open(O_CREAT | O_EXCL | O_WRONLY, 0o644)` + `close`) and `unlink` of `p`.
+fn create_unlink_worker<T: Target>(t: &T, p: T::Path) -> Result<Worker, Error> {
+    let me = t.fork();
+    looped(move || {
+        me.create_close(&p, 0o644)
+            .map_err(|e| failed("create", &p, e))?;
+        me.unlink(&p).map_err(|e| failed("unlink", &p, e))
+    })
+}
+
+// ---- The workloads. ----
+
+/// W1: every thread stats `wis/a/b/c/file`.
+fn stat_same<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
+    mkdir_all(t, "wis/a/b/c")?;
+    create_file(t, "wis/a/b/c/file")?;
+    let p = t.path("wis/a/b/c/file");
+    let t = t.clone();
+    Ok(vec![Case::new("stat_same", move |_| {
+        stat_worker(&t, p.clone())
+    })])
+}
+
+/// W2: thread `i` checks `access(w2/d<i>/e/f<i>, R_OK)`, four components below the root.
+fn access_distinct<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+    let mut paths = Vec::with_capacity(max_threads);
+    for i in 0..max_threads {
+        mkdir_all(t, &format!("w2/d{i}/e"))?;
+        let rel = format!("w2/d{i}/e/f{i}");
+        create_file(t, &rel)?;
+        paths.push(t.path(&rel));
+    }
+    let t = t.clone();
+    Ok(vec![Case::new("access_distinct", move |i| {
+        access_worker(&t, nth(&paths, i)?, Access::READ)
+    })])
+}
+
+/// W3's component counts for `fstatat`.
+const W3_DEPTHS: [usize; 3] = [1, 4, 16];
+/// W3's component count for the absolute `stat`.
+const W3_ABS_DEPTH: usize = 20;
+
+/// `n` components: `n - 1` times `dir`, then `file`.
+fn chain(dir: &str, file: &str, n: usize) -> String {
+    let mut parts = vec![dir; n - 1];
+    parts.push(file);
+    parts.join("/")
+}
+
+/// W3: `fstatat(<root>/w3, p)` for p of 1, 4 and 16 components with 1- and 40-character names,
+/// each thread on its own descriptor for `w3`; then `stat` of `/p/p/.../f`, 20 components below
+/// the root (for the kernel the root itself is a few components below `/`).
+fn depth_sweep<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
+    let mut cases = Vec::new();
+    let deepest = W3_DEPTHS[W3_DEPTHS.len() - 1];
+    for width in [1, 40] {
+        let (dir, file) = match width {
+            1 => ("s".to_owned(), "f".to_owned()),
+            _ => ("l".repeat(width), "f".repeat(width)),
+        };
+        mkdir_all(t, &format!("w3/{}", chain(&dir, &dir, deepest - 1)))?;
+        for n in W3_DEPTHS {
+            let rel = chain(&dir, &file, n);
+            create_file(t, &format!("w3/{rel}"))?;
+            let (t, base, p) = (t.clone(), t.path("w3"), t.rel_path(&rel));
+            cases.push(Case::new(format!("fstatat-{n}c-{width}ch"), move |_| {
+                fstatat_worker(&t, &base, p.clone())
+            }));
+        }
+    }
+    mkdir_all(t, &chain("p", "p", W3_ABS_DEPTH - 1))?;
+    let rel = chain("p", "f", W3_ABS_DEPTH);
+    create_file(t, &rel)?;
+    let (t, p) = (t.clone(), t.path(&rel));
+    cases.push(Case::new(
+        format!("stat-abs-{W3_ABS_DEPTH}c-1ch"),
+        move |_| stat_worker(&t, p.clone()),
+    ));
+    Ok(cases)
+}
+
+/// W8: thread `i` creates and unlinks `w8s/t<i>` (shared directory), then `w8p/t<i>/n` (a
+/// directory of its own).
+fn create_unlink<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+    mkdir_all(t, "w8s")?;
+    let shared: Vec<_> = (0..max_threads)
+        .map(|i| t.path(&format!("w8s/t{i}")))
+        .collect();
+    let mut private = Vec::with_capacity(max_threads);
+    for i in 0..max_threads {
+        mkdir_all(t, &format!("w8p/t{i}"))?;
+        private.push(t.path(&format!("w8p/t{i}/n")));
+    }
+    let mut cases = Vec::new();
+    for (variant, paths) in [("shared", shared), ("private", private)] {
+        let t = t.clone();
+        cases.push(Case::new(variant, move |i| {
+            create_unlink_worker(&t, nth(&paths, i)?)
+        }));
+    }
+    Ok(cases)
+}

@@ -1,0 +1,34 @@
+//! The `scalevfs` command.
+
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// scalevfs: a user-space VFS engine with a lockless path walk.
+#[derive(Parser, Debug)]
+#[command(name = "scalevfs", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the workloads of WORKLOADS.md against the kernel (tmpfs) and scalevfs, side by side.
+    Bench(bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => match bench::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("scalevfs bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -1,0 +1,544 @@
+//! Inodes: attributes readable without a lock, and the per-type contents.
+//!
+//! # Attributes
+//! Every attribute a `stat` returns is an atomic field. Writers hold [`Inode::attr_lock`]
+//! and wrap their stores in the inode's [`SeqCount`]; [`Inode::stat`] reads the fields with
+//! relaxed loads and retries until the count is stable, so `stat` inside the lockless walk
+//! takes no lock and writes nothing.
+//!
+//! # Contents
+//! - Directory: [`DirState`] under a mutex (Linux's `i_rwsem`): the children in cookie order
+//!   and the dead flag. Every namespace change in the directory holds it.
+//! - Regular file: [`FileData`] (sparse 4 KiB pages) under a reader-writer lock.
+//! - Symlink: its target, immutable for the inode's life.
+//!
+//! # Lock order
+//! ```text
+//! DirState mutexes (several: sorted by address, see `lock_dirs`)
+//!   FileData rwlock
+//!     attr_lock
+//! ```
+//!
+//! # Reclamation
+//! Inodes are `Arc`s. A dentry owns one strong count through a raw pointer; when it lets go
+//! it defers the drop past an epoch grace period, so a lockless reader that loaded the
+//! pointer under a guard may still read attributes (and take a strong count with
+//! `Arc::increment_strong_count`, which is sound because the dentry's count is still there).
+
+use crate::dentry::Dentry;
+use crate::errno::{Errno, Result};
+use crate::sync::SeqCount;
+use crate::types::{mode::*, Access, Creds, FileType, Stat, Timespec};
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
+
+/// Size of a data page.
+pub const PAGE: usize = 4096;
+/// What each entry adds to a directory's `st_size` (tmpfs's `BOGO_DIRENT_SIZE`; an empty
+/// directory counts `.` and `..`).
+pub const DIRENT_SIZE: u64 = 20;
+/// Maximum file size (like tmpfs on 64-bit: `MAX_LFS_FILESIZE`).
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// One timestamp as two atomics.
+#[derive(Default)]
+struct ATime {
+    sec: AtomicI64,
+    nsec: AtomicU32,
+}
+
+impl ATime {
+    fn load(&self) -> Timespec {
+        Timespec {
+            sec: self.sec.load(Relaxed),
+            nsec: self.nsec.load(Relaxed),
+        }
+    }
+    fn store(&self, t: Timespec) {
+        self.sec.store(t.sec, Relaxed);
+        self.nsec.store(t.nsec, Relaxed);
+    }
+}
+
+/// A directory's children and state. Protected by the directory inode's mutex.
+#[derive(Default)]
+pub struct DirState {
+    /// Hashed children (positive and negative) by cookie. A child is here exactly while it
+    /// is in the dentry hash; the hash owns it (see `dentry`).
+    pub children: BTreeMap<u64, NonNull<Dentry>>,
+    /// The next cookie to hand out; cookies 0..=2 are the start, `.` and `..`.
+    pub next_cookie: u64,
+    /// Set by rmdir: nothing may be created here any more.
+    pub dead: bool,
+    /// Number of positive children (for emptiness checks).
+    pub positive: u64,
+}
+
+// SAFETY: the pointers are only dereferenced under an epoch guard or with the directory
+// lock held, which keeps the pointees alive (see `dentry`).
+unsafe impl Send for DirState {}
+
+impl DirState {
+    /// Hands out a cookie for a new child.
+    pub fn alloc_cookie(&mut self) -> u64 {
+        if self.next_cookie < 3 {
+            self.next_cookie = 3;
+        }
+        let c = self.next_cookie;
+        self.next_cookie += 1;
+        c
+    }
+}
+
+/// A regular file's data: sparse pages.
+#[derive(Default)]
+pub struct FileData {
+    pages: BTreeMap<u64, Box<[u8; PAGE]>>,
+}
+
+impl FileData {
+    /// Copies bytes at `off` into `buf`, up to `size`; holes read as zeros.
+    pub fn read(&self, buf: &mut [u8], off: u64, size: u64) -> usize {
+        if off >= size {
+            return 0;
+        }
+        let n = buf.len().min((size - off) as usize);
+        let mut done = 0;
+        while done < n {
+            let pos = off + done as u64;
+            let idx = pos / PAGE as u64;
+            let in_page = (pos % PAGE as u64) as usize;
+            let chunk = (PAGE - in_page).min(n - done);
+            match self.pages.get(&idx) {
+                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
+                None => buf[done..done + chunk].fill(0),
+            }
+            done += chunk;
+        }
+        n
+    }
+
+    /// Writes `data` at `off`, allocating pages. Returns the number of pages added.
+    pub fn write(&mut self, data: &[u8], off: u64) -> u64 {
+        let mut added = 0;
+        let mut done = 0;
+        while done < data.len() {
+            let pos = off + done as u64;
+            let idx = pos / PAGE as u64;
+            let in_page = (pos % PAGE as u64) as usize;
+            let chunk = (PAGE - in_page).min(data.len() - done);
+            let page = self.pages.entry(idx).or_insert_with(|| {
+                added += 1;
+                Box::new([0u8; PAGE])
+            });
+            page[in_page..in_page + chunk].copy_from_slice(&data[done..done + chunk]);
+            done += chunk;
+        }
+        added
+    }
+
+    /// Cuts the data to `len` bytes: drops whole pages past it and zeroes the tail of the
+    /// last one. Returns the number of pages freed.
+    pub fn truncate(&mut self, len: u64) -> u64 {
+        let first_gone = len.div_ceil(PAGE as u64);
+        let gone = self.pages.split_off(&first_gone);
+        if len % PAGE as u64 != 0 {
+            if let Some(p) = self.pages.get_mut(&(len / PAGE as u64)) {
+                p[(len % PAGE as u64) as usize..].fill(0);
+            }
+        }
+        gone.len() as u64
+    }
+
+    /// Pages held.
+    pub fn pages(&self) -> u64 {
+        self.pages.len() as u64
+    }
+
+    /// The first offset at or after `off` inside a page that holds data (`SEEK_DATA`).
+    pub fn next_data(&self, off: u64) -> Option<u64> {
+        let idx = off / PAGE as u64;
+        self.pages
+            .range(idx..)
+            .next()
+            .map(|(&i, _)| (i * PAGE as u64).max(off))
+    }
+
+    /// The first offset at or after `off` not inside a data page (`SEEK_HOLE`).
+    pub fn next_hole(&self, off: u64) -> u64 {
+        let mut idx = off / PAGE as u64;
+        while self.pages.contains_key(&idx) {
+            idx += 1;
+        }
+        (idx * PAGE as u64).max(off)
+    }
+}
+
+/// What kind of object an inode is, with its contents.
+pub enum Contents {
+    /// A directory.
+    Dir(Mutex<DirState>),
+    /// A regular file.
+    File(RwLock<FileData>),
+    /// A symlink and its target.
+    Symlink(Box<[u8]>),
+    /// A FIFO, socket or device node: no contents.
+    Special,
+}
+
+/// An inode. Shared as `Arc<Inode>`.
+pub struct Inode {
+    /// Inode number, unique within its file system for the inode's life.
+    pub ino: u64,
+    /// Device number for device nodes.
+    pub rdev: u64,
+    seq: SeqCount,
+    mode: AtomicU32,
+    uid: AtomicU32,
+    gid: AtomicU32,
+    nlink: AtomicU32,
+    size: AtomicU64,
+    blocks: AtomicU64,
+    atime: ATime,
+    mtime: ATime,
+    ctime: ATime,
+    /// Serializes attribute writers (and so the writers of `seq`).
+    attr_lock: Mutex<()>,
+    /// The contents.
+    pub contents: Contents,
+}
+
+/// Which timestamps an update touches.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Times {
+    /// Set atime.
+    pub atime: Option<Timespec>,
+    /// Set mtime.
+    pub mtime: Option<Timespec>,
+    /// Set ctime.
+    pub ctime: Option<Timespec>,
+}
+
+impl Times {
+    /// mtime and ctime to `t` (a change of contents).
+    pub fn modify(t: Timespec) -> Times {
+        Times {
+            atime: None,
+            mtime: Some(t),
+            ctime: Some(t),
+        }
+    }
+    /// ctime only (a change of status).
+    pub fn change(t: Timespec) -> Times {
+        Times {
+            atime: None,
+            mtime: None,
+            ctime: Some(t),
+        }
+    }
+}
+
+/// An attribute update, applied under the attribute lock in one sequence-counter section.
+#[derive(Default, Debug)]
+pub struct AttrUpdate {
+    /// New permission bits and set-id/sticky bits (the type bits are kept).
+    pub perm: Option<u32>,
+    /// New owner.
+    pub uid: Option<u32>,
+    /// New group.
+    pub gid: Option<u32>,
+    /// New size (the caller changed the data).
+    pub size: Option<u64>,
+    /// Pages added (positive) or freed (negative).
+    pub pages_delta: i64,
+    /// Timestamps.
+    pub times: Times,
+}
+
+impl Inode {
+    /// A new inode with `nlink` 1 (2 for a directory) and all times `now`.
+    pub fn new(
+        ino: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+        contents: Contents,
+        now: Timespec,
+    ) -> Inode {
+        let size = match &contents {
+            Contents::Symlink(t) => t.len() as u64,
+            Contents::Dir(_) => 2 * DIRENT_SIZE,
+            _ => 0,
+        };
+        let nlink = if matches!(contents, Contents::Dir(_)) {
+            2
+        } else {
+            1
+        };
+        let i = Inode {
+            ino,
+            rdev,
+            seq: SeqCount::new(),
+            mode: mode.into(),
+            uid: uid.into(),
+            gid: gid.into(),
+            nlink: nlink.into(),
+            size: size.into(),
+            blocks: 0.into(),
+            atime: ATime::default(),
+            mtime: ATime::default(),
+            ctime: ATime::default(),
+            attr_lock: Mutex::new(()),
+            contents,
+        };
+        // tmpfs keeps a symlink body of 128 bytes or more (with its NUL) in a page.
+        if let Contents::Symlink(t) = &i.contents {
+            if t.len() >= 128 {
+                i.blocks.store((PAGE / 512) as u64, Relaxed);
+            }
+        }
+        i.atime.store(now);
+        i.mtime.store(now);
+        i.ctime.store(now);
+        i
+    }
+
+    /// The full mode (type and permission bits).
+    #[inline]
+    pub fn mode(&self) -> u32 {
+        self.mode.load(Relaxed)
+    }
+
+    /// The file type.
+    #[inline]
+    pub fn file_type(&self) -> FileType {
+        FileType::from_mode(self.mode()).unwrap_or(FileType::Regular)
+    }
+
+    /// Whether this is a directory.
+    #[inline]
+    pub fn is_dir(&self) -> bool {
+        matches!(self.contents, Contents::Dir(_))
+    }
+
+    /// The owner.
+    #[inline]
+    pub fn uid(&self) -> u32 {
+        self.uid.load(Relaxed)
+    }
+
+    /// The group.
+    #[inline]
+    pub fn gid(&self) -> u32 {
+        self.gid.load(Relaxed)
+    }
+
+    /// The link count.
+    #[inline]
+    pub fn nlink(&self) -> u32 {
+        self.nlink.load(Relaxed)
+    }
+
+    /// The size in bytes.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        self.size.load(Relaxed)
+    }
+
+    /// The directory state, for directories.
+    #[inline]
+    pub fn dir(&self) -> Option<&Mutex<DirState>> {
+        match &self.contents {
+            Contents::Dir(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The symlink target, for symlinks.
+    #[inline]
+    pub fn symlink_target(&self) -> Option<&[u8]> {
+        match &self.contents {
+            Contents::Symlink(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// A consistent copy of the attributes, without a lock.
+    #[inline]
+    pub fn stat(&self, dev: u64) -> Stat {
+        loop {
+            let s = self.seq.read_begin_spin();
+            let st = Stat {
+                dev,
+                ino: self.ino,
+                mode: self.mode.load(Relaxed),
+                nlink: self.nlink.load(Relaxed),
+                uid: self.uid.load(Relaxed),
+                gid: self.gid.load(Relaxed),
+                rdev: self.rdev,
+                size: self.size.load(Relaxed),
+                blksize: PAGE as u32,
+                blocks: self.blocks.load(Relaxed),
+                atime: self.atime.load(),
+                mtime: self.mtime.load(),
+                ctime: self.ctime.load(),
+            };
+            if !self.seq.read_retry(s) {
+                return st;
+            }
+        }
+    }
+
+    /// Applies `u` under the attribute lock.
+    pub fn update(&self, u: &AttrUpdate) {
+        let _g = self.attr_lock.lock();
+        self.update_locked(u);
+    }
+
+    /// Applies `u`; the caller holds the attribute lock.
+    fn update_locked(&self, u: &AttrUpdate) {
+        self.seq.write_begin();
+        if let Some(p) = u.perm {
+            let m = self.mode.load(Relaxed);
+            self.mode.store((m & S_IFMT) | (p & 0o7777), Relaxed);
+        }
+        if let Some(v) = u.uid {
+            self.uid.store(v, Relaxed);
+        }
+        if let Some(v) = u.gid {
+            self.gid.store(v, Relaxed);
+        }
+        if let Some(v) = u.size {
+            self.size.store(v, Relaxed);
+        }
+        if u.pages_delta != 0 {
+            let b = self.blocks.load(Relaxed) as i64 + u.pages_delta * (PAGE as i64 / 512);
+            self.blocks.store(b.max(0) as u64, Relaxed);
+        }
+        self.store_times(&u.times);
+        self.seq.write_end();
+    }
+
+    fn store_times(&self, t: &Times) {
+        if let Some(v) = t.atime {
+            self.atime.store(v);
+        }
+        if let Some(v) = t.mtime {
+            self.mtime.store(v);
+        }
+        if let Some(v) = t.ctime {
+            self.ctime.store(v);
+        }
+    }
+
+    /// A directory gained (`delta > 0`) or lost entries at time `t`: size, mtime, ctime.
+    pub fn dir_changed(&self, delta: i64, t: Timespec) {
+        let _g = self.attr_lock.lock();
+        self.seq.write_begin();
+        let s = self.size.load(Relaxed) as i64 + delta * DIRENT_SIZE as i64;
+        self.size.store(s.max(0) as u64, Relaxed);
+        self.mtime.store(t);
+        self.ctime.store(t);
+        self.seq.write_end();
+    }
+
+    /// Sets timestamps.
+    pub fn touch(&self, t: Times) {
+        self.update(&AttrUpdate {
+            times: t,
+            ..Default::default()
+        });
+    }
+
+    /// Adds `delta` to the link count and sets ctime.
+    pub fn add_links(&self, delta: i32, now: Option<Timespec>) -> u32 {
+        let _g = self.attr_lock.lock();
+        self.seq.write_begin();
+        let n = (self.nlink.load(Relaxed) as i64 + delta as i64).max(0) as u32;
+        self.nlink.store(n, Relaxed);
+        if let Some(t) = now {
+            self.ctime.store(t);
+        }
+        self.seq.write_end();
+        n
+    }
+
+    /// Adds a link unless the inode has none left (it was unlinked meanwhile), except for a
+    /// linkable `O_TMPFILE` inode (`tmpfile`). Sets ctime. Returns whether it linked.
+    pub fn link_if_alive(&self, tmpfile: bool, now: Timespec) -> bool {
+        let _g = self.attr_lock.lock();
+        let n = self.nlink.load(Relaxed);
+        if n == 0 && !tmpfile {
+            return false;
+        }
+        self.seq.write_begin();
+        self.nlink.store(n + 1, Relaxed);
+        self.ctime.store(now);
+        self.seq.write_end();
+        true
+    }
+
+    /// Updates atime on read the way `relatime` does: only when atime is not newer than
+    /// mtime or ctime, or is more than a day old.
+    pub fn read_accessed(&self, now: Timespec) {
+        let a = self.atime.load();
+        let m = self.mtime.load();
+        let c = self.ctime.load();
+        if a <= m || a <= c || now.sec - a.sec >= 24 * 3600 {
+            let _g = self.attr_lock.lock();
+            self.seq.write_begin();
+            self.atime.store(now);
+            self.seq.write_end();
+        }
+    }
+
+    /// Checks `mask` (a combination of `R_OK`, `W_OK`, `X_OK`) against the mode for
+    /// `creds`, like Linux `generic_permission`; uid 0 overrides as `CAP_DAC_OVERRIDE` and
+    /// `CAP_DAC_READ_SEARCH` do.
+    #[inline]
+    pub fn permission(&self, creds: &Creds, mask: Access) -> Result<()> {
+        let mode = self.mode.load(Relaxed);
+        let m = mask.bits() & 7;
+        if creds.uid == 0 {
+            // Root may read and write anything, search any directory, and execute a file
+            // only if some execute bit is set.
+            if m & 1 == 0 || mode & S_IFMT == S_IFDIR || mode & 0o111 != 0 {
+                return Ok(());
+            }
+            return Err(Errno::EACCES);
+        }
+        let bits = if creds.uid == self.uid.load(Relaxed) {
+            (mode >> 6) & 7
+        } else if creds.in_group(self.gid.load(Relaxed)) {
+            (mode >> 3) & 7
+        } else {
+            mode & 7
+        };
+        if bits & m == m {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        }
+    }
+
+    /// Search permission on a directory, the check done for every component of a walk.
+    #[inline]
+    pub fn may_search(&self, creds: &Creds) -> Result<()> {
+        let mode = self.mode.load(Relaxed);
+        // Fast path: everyone may search.
+        if mode & 0o001 != 0 && mode & 0o111 == 0o111 {
+            return Ok(());
+        }
+        self.permission(creds, Access::X_OK)
+    }
+}
+
+impl std::fmt::Debug for Inode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Inode({}, {:o})", self.ino, self.mode())
+    }
+}

@@ -1,0 +1,180 @@
+//! scalevfs: a virtual file system engine for user space.
+//!
+//! A [`Vfs`] is a namespace: a tree of mounts, each a file system ([`MemFs`] today). A
+//! [`Process`] is a caller's view of it: root and working directory, credentials, umask
+//! and a descriptor table, with the POSIX calls as methods.
+//!
+//! ```
+//! use scalevfs::{Vfs, Creds, OFlags};
+//!
+//! let vfs = Vfs::new_memfs();
+//! let p = vfs.process(Creds::root());
+//! p.create_dir_all("/srv/data").unwrap();
+//! p.write_file("/srv/data/hello.txt", b"hello").unwrap();
+//! let st = p.stat("/srv/data/hello.txt").unwrap();
+//! assert_eq!(st.size, 5);
+//! let fd = p.open("/srv/data/hello.txt", OFlags::RDONLY, 0).unwrap();
+//! let mut buf = [0u8; 5];
+//! assert_eq!(p.read(fd, &mut buf).unwrap(), 5);
+//! p.close(fd).unwrap();
+//! ```
+//!
+//! Paths walk without locks (see the `walk` module); every error is a Linux errno.
+
+#![warn(missing_docs)]
+
+mod dentry;
+mod errno;
+mod file;
+mod inode;
+mod memfs;
+mod mount;
+mod name;
+mod process;
+pub mod sync;
+mod types;
+mod walk;
+
+pub use errno::{Errno, Result};
+pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
+pub use process::Process;
+pub use types::*;
+
+use crossbeam_epoch::{Atomic, Owned};
+use mount::{Mount, MountTable};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use sync::{SeqCount, StripedCounter};
+
+/// A namespace: the mount tree and its shared state.
+pub struct Vfs {
+    root_mnt: Arc<Mount>,
+    /// The mount table snapshot; see `mount`.
+    pub(crate) mounts: Atomic<MountTable>,
+    /// Serializes mount table writers.
+    mount_lock: Mutex<()>,
+    /// Bumped around every mount table change; validates lockless crossings.
+    pub(crate) mount_seq: SeqCount,
+    next_mount_id: AtomicU64,
+    check: AtomicBool,
+    /// In check mode: odd while a namespace change is in progress, bumped at its start and
+    /// end. Striped would not do: readers need one word to compare.
+    changes: AtomicU64,
+    check_failures: StripedCounter,
+}
+
+impl Vfs {
+    /// A namespace whose root is `fs`.
+    pub fn new(fs: Arc<MemFs>) -> Arc<Vfs> {
+        let root = fs.root().clone();
+        let root_mnt = Arc::new(Mount {
+            id: 1,
+            fs,
+            root,
+            parent: None,
+            users: StripedCounter::default(),
+        });
+        Arc::new(Vfs {
+            root_mnt,
+            mounts: Atomic::new(MountTable::default()),
+            mount_lock: Mutex::new(()),
+            mount_seq: SeqCount::new(),
+            next_mount_id: AtomicU64::new(2),
+            check: AtomicBool::new(false),
+            changes: AtomicU64::new(0),
+            check_failures: StripedCounter::default(),
+        })
+    }
+
+    /// A namespace on a fresh memfs with default options (root directory mode `1777`).
+    pub fn new_memfs() -> Arc<Vfs> {
+        Vfs::new(MemFs::new(MemFsOptions::default()))
+    }
+
+    /// A caller with `creds`, its root and working directory at the namespace root, umask
+    /// `022`, and no open files.
+    pub fn process(self: &Arc<Self>, creds: Creds) -> Process {
+        Process::new(self.clone(), creds)
+    }
+
+    /// Check mode: every lockless walk is repeated by the locked walk and the two must
+    /// agree (a disagreement panics). Slow; for tests.
+    pub fn set_check_mode(&self, on: bool) {
+        self.check.store(on, SeqCst);
+    }
+
+    #[inline]
+    pub(crate) fn check_mode(&self) -> bool {
+        self.check.load(Relaxed)
+    }
+
+    pub(crate) fn change_count(&self) -> u64 {
+        self.changes.load(SeqCst)
+    }
+
+    /// Brackets a namespace change for check mode.
+    #[inline]
+    pub(crate) fn change_begin(&self) {
+        if self.check_mode() {
+            self.changes.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// Ends what [`Vfs::change_begin`] began.
+    #[inline]
+    pub(crate) fn change_end(&self) {
+        if self.check_mode() {
+            self.changes.fetch_add(1, SeqCst);
+        }
+    }
+
+    pub(crate) fn record_check_failure(&self) {
+        self.check_failures.add(1);
+    }
+
+    /// How many disagreements check mode has seen.
+    pub fn check_failures(&self) -> u64 {
+        self.check_failures.sum() as u64
+    }
+
+    pub(crate) fn root_mount(&self) -> &Arc<Mount> {
+        &self.root_mnt
+    }
+
+    pub(crate) fn lock_mounts(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.mount_lock.lock()
+    }
+
+    pub(crate) fn next_mount_id(&self) -> u64 {
+        self.next_mount_id.fetch_add(1, Relaxed)
+    }
+
+    /// Replaces the mount table; the caller holds the mount lock and is inside a
+    /// `mount_seq` write section.
+    pub(crate) fn publish_mounts(&self, t: MountTable, guard: &crossbeam_epoch::Guard) {
+        let old = self.mounts.swap(Owned::new(t), SeqCst, guard);
+        // SAFETY: the old table is unreachable now; readers that loaded it hold guards.
+        unsafe { guard.defer_destroy(old) };
+    }
+}
+
+impl Drop for Vfs {
+    fn drop(&mut self) {
+        // SAFETY: no reader remains: every Process holds an Arc<Vfs>.
+        unsafe {
+            let g = crossbeam_epoch::unprotected();
+            let t = self.mounts.load(Relaxed, g);
+            if !t.is_null() {
+                drop(t.into_owned());
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Vfs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Vfs(root {:?})", self.root_mnt)
+    }
+}

@@ -1,0 +1,2443 @@
+//! [`Process`]: a caller's view of a [`Vfs`] and the POSIX calls.
+//!
+//! # State and what protects it
+//! - `ctx` (root and working directory) and `creds` are epoch-protected pointers to
+//!   immutable values: calls load them under their guard with no lock and no write; `chdir`,
+//!   `chroot`-like changes and `set_creds` publish a new value under `ctx_lock` and free the
+//!   old one after a grace period.
+//! - `umask` is an atomic.
+//! - `files`, the descriptor table, is under its mutex, held only to look up, insert or
+//!   remove a descriptor.
+//!
+//! # Lock order
+//! ```text
+//! ctx_lock
+//! files
+//! MemFs::rename_lock            (cross-directory renames of directories only)
+//!   directory mutexes           (several: sorted by address, `DirLocks`)
+//!     FileData rwlock
+//!       inode attr_lock
+//! Vfs mount lock                (never held with the above)
+//! ```
+//!
+//! # Namespace changes
+//! Create, unlink and rename lock only the directories they change (and the target
+//! directory a rename replaces). Linux serializes every cross-directory rename on one
+//! per-file-system mutex; here only a rename that moves a directory to another parent, or
+//! replaces a directory in another parent, takes it (it keeps the ancestry stable for the
+//! loop check). Renames of files across directories take just the two directory locks.
+
+use crate::dentry::{DRef, Dentry, MOUNTED, ROOT, UNHASHED};
+use crate::errno::{Errno, Result};
+use crate::file::{FdTable, Loc, OpenFile};
+use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
+use crate::memfs::MemFs;
+use crate::mount::{Mount, MountTable};
+use crate::name::{check_len, Component};
+use crate::types::{limits, mode::*, *};
+use crate::walk::{self, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
+use crate::Vfs;
+use crossbeam_epoch::{Atomic, Guard, Owned};
+use parking_lot::{Mutex, MutexGuard};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::sync::atomic::{fence, AtomicU32};
+use std::sync::Arc;
+
+struct FsCtx {
+    root: Loc,
+    cwd: Loc,
+}
+
+/// A caller: root, working directory, credentials, umask and descriptor table.
+pub struct Process {
+    vfs: Arc<Vfs>,
+    ctx: Atomic<FsCtx>,
+    creds: Atomic<Creds>,
+    umask: AtomicU32,
+    files: Mutex<FdTable>,
+    ctx_lock: Mutex<()>,
+}
+
+/// Checks a user path: no NUL (`EINVAL`), shorter than `PATH_MAX` (`ENAMETOOLONG`).
+fn cpath(p: &Path) -> Result<&[u8]> {
+    let b = p.as_os_str().as_bytes();
+    if b.len() >= limits::PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if b.contains(&0) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(b)
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy)]
+struct Start<'g> {
+    mnt: &'g Arc<Mount>,
+    d: &'g Dentry,
+}
+
+impl<'g> Start<'g> {
+    fn pos(&self, locked: bool, guard: &'g Guard) -> std::result::Result<Pos<'g>, Fail> {
+        Pos::at(self.mnt, self.d, locked, guard)
+    }
+}
+
+/// Runs `op` fast, then locked if it asks to retry.
+fn retry<T>(mut op: impl FnMut(bool) -> std::result::Result<T, Fail>) -> Result<T> {
+    match op(false) {
+        Ok(v) => Ok(v),
+        Err(Fail::Err(e)) => Err(e),
+        Err(Fail::Retry) => match op(true) {
+            Ok(v) => Ok(v),
+            Err(Fail::Err(e)) => Err(e),
+            Err(Fail::Retry) => unreachable!("the locked walk never asks to retry"),
+        },
+    }
+}
+
+fn now() -> Timespec {
+    Timespec::now()
+}
+
+/// Several directory mutexes, locked in address order (seed 002: one global order, so two
+/// renames can never wait on each other in a cycle).
+struct DirLocks<'a> {
+    held: Vec<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>,
+}
+
+impl<'a> DirLocks<'a> {
+    fn lock(dirs: &[&'a Mutex<DirState>]) -> DirLocks<'a> {
+        let mut v: Vec<&'a Mutex<DirState>> = dirs.to_vec();
+        v.sort_by_key(|m| *m as *const Mutex<DirState>);
+        v.dedup_by_key(|m| *m as *const Mutex<DirState>);
+        DirLocks {
+            held: v.into_iter().map(|m| (m as *const _, m.lock())).collect(),
+        }
+    }
+
+    fn idx(&self, m: &Mutex<DirState>) -> usize {
+        self.held
+            .iter()
+            .position(|(p, _)| std::ptr::eq(*p, m))
+            .expect("directory not locked")
+    }
+
+    fn get(&mut self, m: &Mutex<DirState>) -> &mut DirState {
+        let i = self.idx(m);
+        &mut self.held[i].1
+    }
+
+    /// Two states at once; `None` for the second when both are the same directory.
+    fn get2(
+        &mut self,
+        a: &Mutex<DirState>,
+        b: &Mutex<DirState>,
+    ) -> (&mut DirState, Option<&mut DirState>) {
+        let (i, j) = (self.idx(a), self.idx(b));
+        if i == j {
+            return (&mut self.held[i].1, None);
+        }
+        if i < j {
+            let (x, y) = self.held.split_at_mut(j);
+            (&mut x[i].1, Some(&mut y[0].1))
+        } else {
+            let (x, y) = self.held.split_at_mut(i);
+            (&mut y[0].1, Some(&mut x[j].1))
+        }
+    }
+}
+
+/// Linux `check_sticky`: in a sticky directory only the file's owner, the directory's
+/// owner or root may remove or rename an entry.
+fn sticky_denies(dir: &Inode, victim: &Inode, creds: &Creds) -> bool {
+    dir.mode() & S_ISVTX != 0
+        && creds.uid != 0
+        && victim.uid() != creds.uid
+        && dir.uid() != creds.uid
+}
+
+/// Linux `may_delete`, after the victim is known to exist.
+fn may_delete(dir: &Inode, d: &Dentry, victim: &Inode, is_dir: bool, creds: &Creds) -> Result<()> {
+    dir.permission(creds, Access::W_OK | Access::X_OK)?;
+    if sticky_denies(dir, victim, creds) {
+        return Err(Errno::EPERM);
+    }
+    if is_dir {
+        if !victim.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        if d.flags() & ROOT != 0 {
+            return Err(Errno::EBUSY);
+        }
+    } else if victim.is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    Ok(())
+}
+
+/// Owner, group and mode of a new inode in `dir` (Linux `inode_init_owner`).
+fn init_owner(dir: &Inode, creds: &Creds, mut mode: u32) -> (u32, u32, u32) {
+    let gid = if dir.mode() & S_ISGID != 0 {
+        if mode & S_IFMT == S_IFDIR {
+            mode |= S_ISGID;
+        }
+        dir.gid()
+    } else {
+        creds.gid
+    };
+    if mode & S_IFMT != S_IFDIR
+        && mode & (S_ISGID | 0o010) == (S_ISGID | 0o010)
+        && creds.uid != 0
+        && !creds.in_group(gid)
+    {
+        mode &= !S_ISGID;
+    }
+    (creds.uid, gid, mode)
+}
+
+/// The set-id bits a write or truncate by a non-root caller clears (Linux
+/// `should_remove_suid`).
+fn write_kill_bits(mode: u32, creds: &Creds) -> u32 {
+    if creds.uid == 0 || mode & S_IFMT != S_IFREG {
+        return 0;
+    }
+    let mut k = mode & S_ISUID;
+    if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
+        k |= S_ISGID;
+    }
+    k
+}
+
+/// What kind of object a create makes.
+enum NewKind<'a> {
+    Dir,
+    Node(u32, u64),
+    Symlink(&'a [u8]),
+}
+
+impl Process {
+    pub(crate) fn new(vfs: Arc<Vfs>, creds: Creds) -> Process {
+        let root = Loc::new(vfs.root_mount().clone(), vfs.root_mount().root.clone());
+        let ctx = FsCtx {
+            cwd: root.clone(),
+            root,
+        };
+        Process {
+            vfs,
+            ctx: Atomic::new(ctx),
+            creds: Atomic::new(creds),
+            umask: AtomicU32::new(0o022),
+            files: Mutex::new(FdTable::default()),
+            ctx_lock: Mutex::new(()),
+        }
+    }
+
+    /// The namespace this process lives in.
+    pub fn vfs(&self) -> &Arc<Vfs> {
+        &self.vfs
+    }
+
+    /// A copy of this process: same root, working directory, credentials and umask, and
+    /// the same open file descriptions under the same numbers (like `fork`).
+    pub fn fork(&self) -> Process {
+        let g = crossbeam_epoch::pin();
+        let ctx = self.ctx_ref(&g);
+        Process {
+            vfs: self.vfs.clone(),
+            ctx: Atomic::new(FsCtx {
+                root: ctx.root.clone(),
+                cwd: ctx.cwd.clone(),
+            }),
+            creds: Atomic::new(self.creds_ref(&g).clone()),
+            umask: AtomicU32::new(self.umask.load(Relaxed)),
+            files: Mutex::new(self.files.lock().clone()),
+            ctx_lock: Mutex::new(()),
+        }
+    }
+
+    fn ctx_ref<'g>(&self, g: &'g Guard) -> &'g FsCtx {
+        // SAFETY: never null; replaced values are freed after a grace period.
+        unsafe { self.ctx.load(Acquire, g).deref() }
+    }
+
+    fn creds_ref<'g>(&self, g: &'g Guard) -> &'g Creds {
+        // SAFETY: as `ctx_ref`.
+        unsafe { self.creds.load(Acquire, g).deref() }
+    }
+
+    /// Replaces the credentials.
+    pub fn set_creds(&self, c: Creds) {
+        let _l = self.ctx_lock.lock();
+        let g = crossbeam_epoch::pin();
+        let old = self.creds.swap(Owned::new(c), SeqCst, &g);
+        // SAFETY: unreachable now; readers hold guards.
+        unsafe { g.defer_destroy(old) };
+    }
+
+    /// The credentials.
+    pub fn creds(&self) -> Creds {
+        let g = crossbeam_epoch::pin();
+        self.creds_ref(&g).clone()
+    }
+
+    /// Sets the umask; returns the old one.
+    pub fn umask(&self, mask: u32) -> u32 {
+        self.umask.swap(mask & 0o777, SeqCst)
+    }
+
+    fn file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+        self.files.lock().get(fd)
+    }
+
+    /// Runs `f` with a walk context and the start position for `path` relative to `dirfd`.
+    fn at<R>(
+        &self,
+        dirfd: Fd,
+        path: &[u8],
+        f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let held;
+        let guard = crossbeam_epoch::pin();
+        let ctx = self.ctx_ref(&guard);
+        let start = if path.first() == Some(&b'/') || dirfd == Fd::CWD {
+            Start {
+                mnt: &ctx.cwd.mnt,
+                d: &ctx.cwd.d,
+            }
+        } else {
+            held = self.file(dirfd)?;
+            match &held.dir {
+                Some(d) => Start { mnt: &held.mnt, d },
+                None if path.is_empty() => Start {
+                    mnt: &held.mnt,
+                    d: &ctx.cwd.d, // unused: empty paths are handled by the caller
+                },
+                None => return Err(Errno::ENOTDIR),
+            }
+        };
+        let cx = Ctx {
+            vfs: &self.vfs,
+            root_mnt: &ctx.root.mnt,
+            root: &ctx.root.d,
+            creds: self.creds_ref(&guard),
+            guard: &guard,
+        };
+        f(&cx, start)
+    }
+
+    // ---------------------------------------------------------------- stat family
+
+    /// `stat(2)`.
+    pub fn stat(&self, path: impl AsRef<Path>) -> Result<Stat> {
+        self.fstatat(Fd::CWD, path, AtFlags::empty())
+    }
+
+    /// `lstat(2)`.
+    pub fn lstat(&self, path: impl AsRef<Path>) -> Result<Stat> {
+        self.fstatat(Fd::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// `fstat(2)`.
+    pub fn fstat(&self, fd: Fd) -> Result<Stat> {
+        let f = self.file(fd)?;
+        Ok(f.inode.stat(f.mnt.dev()))
+    }
+
+    /// `fstatat(2)`: stat inside the lockless walk, with no reference taken.
+    pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<Path>, flags: AtFlags) -> Result<Stat> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return self.empty_path(dirfd, flags, |f| Ok(f.inode.stat(f.mnt.dev())));
+        }
+        let wf = Flags {
+            follow: !flags.contains(AtFlags::SYMLINK_NOFOLLOW),
+            parent: false,
+        };
+        self.at(dirfd, path, |cx, start| {
+            with_walk(cx.vfs, |locked| {
+                let mut links = 0;
+                let w = walk::walk(
+                    cx,
+                    start.pos(locked, cx.guard)?,
+                    path,
+                    wf,
+                    locked,
+                    &mut links,
+                )?;
+                let p = w.pos();
+                let st = p.inode()?.stat(p.mnt.dev());
+                w.validate(cx)?;
+                Ok(st)
+            })
+        })
+    }
+
+    fn empty_path<R>(
+        &self,
+        dirfd: Fd,
+        flags: AtFlags,
+        f: impl FnOnce(&OpenFile) -> Result<R>,
+    ) -> Result<R> {
+        if !flags.contains(AtFlags::EMPTY_PATH) {
+            return Err(Errno::ENOENT);
+        }
+        if dirfd == Fd::CWD {
+            let g = crossbeam_epoch::pin();
+            let cwd = &self.ctx_ref(&g).cwd;
+            let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
+            let of = OpenFile::new(cwd.mnt.clone(), Some(cwd.d.clone()), inode, OFlags::PATH);
+            return f(&of);
+        }
+        f(&*self.file(dirfd)?)
+    }
+
+    /// `access(2)`: checks with the real ids.
+    pub fn access(&self, path: impl AsRef<Path>, mode: Access) -> Result<()> {
+        self.faccessat(Fd::CWD, path, mode, AtFlags::empty())
+    }
+
+    /// `faccessat(2)`, with `AT_EACCESS` and `AT_SYMLINK_NOFOLLOW`. Finishes inside the
+    /// lockless walk with no reference taken.
+    pub fn faccessat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<Path>,
+        mode: Access,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if mode.0 & !7 != 0
+            || flags.0 & !(AtFlags::EACCESS.0 | AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0)
+                != 0
+        {
+            return Err(Errno::EINVAL);
+        }
+        let path = cpath(path.as_ref())?;
+        let real;
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let creds = if flags.contains(AtFlags::EACCESS)
+            || (creds.ruid == creds.uid && creds.rgid == creds.gid)
+        {
+            creds
+        } else {
+            real = Creds {
+                uid: creds.ruid,
+                gid: creds.rgid,
+                ..creds.clone()
+            };
+            &real
+        };
+        if path.is_empty() {
+            return self.empty_path(dirfd, flags, |f| f.inode.permission(creds, mode));
+        }
+        let wf = Flags {
+            follow: !flags.contains(AtFlags::SYMLINK_NOFOLLOW),
+            parent: false,
+        };
+        self.at(dirfd, path, |cx, start| {
+            let cx = Ctx { creds, ..*cx };
+            with_walk(cx.vfs, |locked| {
+                let mut links = 0;
+                let w = walk::walk(
+                    &cx,
+                    start.pos(locked, cx.guard)?,
+                    path,
+                    wf,
+                    locked,
+                    &mut links,
+                )?;
+                let r = w.pos().inode()?.permission(creds, mode);
+                w.validate(&cx)?;
+                Ok(r)
+            })?
+        })
+    }
+
+    /// `readlink(2)`.
+    pub fn readlink(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        self.readlinkat(Fd::CWD, path)
+    }
+
+    /// `readlinkat(2)`. Finishes inside the lockless walk with no reference taken.
+    pub fn readlinkat(&self, dirfd: Fd, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return self.empty_path(dirfd, AtFlags::EMPTY_PATH, |f| {
+                f.inode
+                    .symlink_target()
+                    .map(|t| t.to_vec())
+                    .ok_or(Errno::ENOENT)
+            });
+        }
+        self.at(dirfd, path, |cx, start| {
+            with_walk(cx.vfs, |locked| {
+                let mut links = 0;
+                let w = walk::walk(
+                    cx,
+                    start.pos(locked, cx.guard)?,
+                    path,
+                    Flags::default(),
+                    locked,
+                    &mut links,
+                )?;
+                let t = w.pos().inode()?.symlink_target().map(|t| t.to_vec());
+                w.validate(cx)?;
+                t.ok_or(Fail::Err(Errno::EINVAL))
+            })
+        })
+    }
+
+    // ---------------------------------------------------------------- parents
+
+    /// Resolves the parent of `path`'s last component (fast, then locked).
+    fn parent_of<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        links: &mut u32,
+    ) -> Result<(Pos<'g>, Last<'a>, bool)> {
+        let base = *links;
+        let w: Walked<'a, 'g> = retry(|locked| {
+            *links = base;
+            walk::walk(
+                cx,
+                start.pos(locked, cx.guard)?,
+                path,
+                Flags {
+                    follow: false,
+                    parent: true,
+                },
+                locked,
+                links,
+            )
+        })?;
+        match w.found {
+            Found::Parent(p, l, t) => Ok((p, l, t)),
+            Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        }
+    }
+
+    /// Resolves `path` to the object it names (fast, then locked), without validation.
+    fn resolve<'g>(cx: &Ctx<'g>, start: Start<'g>, path: &[u8], follow: bool) -> Result<Pos<'g>> {
+        retry(|locked| {
+            let mut links = 0;
+            let w = walk::walk(
+                cx,
+                start.pos(locked, cx.guard)?,
+                path,
+                Flags {
+                    follow,
+                    parent: false,
+                },
+                locked,
+                &mut links,
+            )?;
+            Ok(w.pos())
+        })
+    }
+
+    fn dir_of<'g>(p: &Pos<'g>) -> Result<&'g Mutex<DirState>> {
+        p.inode.and_then(|i| i.dir()).ok_or(Errno::ENOTDIR)
+    }
+
+    // ---------------------------------------------------------------- create
+
+    /// `mkdir(2)`.
+    pub fn mkdir(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        self.mkdirat(Fd::CWD, path, mode)
+    }
+
+    /// `mkdirat(2)`.
+    pub fn mkdirat(&self, dirfd: Fd, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        let m = S_IFDIR | (mode & 0o1777 & !self.umask.load(Relaxed));
+        self.create_at(dirfd, path.as_ref(), NewKind::Dir, m)
+    }
+
+    /// `mknodat(2)`: regular files, FIFOs, sockets and (for root) device nodes.
+    pub fn mknodat(&self, dirfd: Fd, path: impl AsRef<Path>, mode: u32, dev: u64) -> Result<()> {
+        let ty = match mode & S_IFMT {
+            0 => S_IFREG,
+            t @ (S_IFREG | S_IFIFO | S_IFSOCK | S_IFCHR | S_IFBLK) => t,
+            S_IFDIR => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        let m = ty | (mode & 0o7777 & !self.umask.load(Relaxed));
+        self.create_at(dirfd, path.as_ref(), NewKind::Node(m, dev), m)
+    }
+
+    /// `symlink(2)`.
+    pub fn symlink(&self, target: impl AsRef<Path>, linkpath: impl AsRef<Path>) -> Result<()> {
+        self.symlinkat(target, Fd::CWD, linkpath)
+    }
+
+    /// `symlinkat(2)`.
+    pub fn symlinkat(
+        &self,
+        target: impl AsRef<Path>,
+        dirfd: Fd,
+        linkpath: impl AsRef<Path>,
+    ) -> Result<()> {
+        let t = cpath(target.as_ref())?;
+        if t.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.create_at(
+            dirfd,
+            linkpath.as_ref(),
+            NewKind::Symlink(t),
+            S_IFLNK | 0o777,
+        )
+    }
+
+    fn create_at(&self, dirfd: Fd, path: &Path, kind: NewKind<'_>, mode: u32) -> Result<()> {
+        let path = cpath(path)?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(dirfd, path, |cx, start| {
+            let mut links = 0;
+            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
+            let Last::Normal(c) = last else {
+                return Err(Errno::EEXIST);
+            };
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            if let NewKind::Node(m, _) = kind {
+                if (m & S_IFMT == S_IFCHR || m & S_IFMT == S_IFBLK) && cx.creds.uid != 0 {
+                    return Err(Errno::EPERM);
+                }
+            }
+            self.vfs.change_begin();
+            let r = (|| {
+                let mut st = dirm.lock();
+                if st.dead {
+                    return Err(Errno::ENOENT);
+                }
+                check_len(&c)?;
+                let existing = fs.dcache.lookup_locked(parent.d, &c, cx.guard);
+                if existing.is_some_and(|d| d.inode(cx.guard).is_some()) {
+                    return Err(Errno::EEXIST);
+                }
+                if trailing && !matches!(kind, NewKind::Dir) {
+                    return Err(Errno::ENOENT);
+                }
+                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+                let t = now();
+                let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
+                let (rdev, target) = match kind {
+                    NewKind::Node(_, dev) => (dev, None),
+                    NewKind::Symlink(t) => (0, Some(t)),
+                    NewKind::Dir => (0, None),
+                };
+                let inode = fs.new_inode(mode, uid, gid, rdev, target, t)?;
+                Self::instantiate(fs, parent.d, &c, existing, inode, &mut st, cx.guard);
+                drop(st);
+                if matches!(kind, NewKind::Dir) {
+                    dir_inode.add_links(1, None);
+                }
+                dir_inode.dir_changed(1, t);
+                Ok(())
+            })();
+            self.vfs.change_end();
+            r
+        })
+    }
+
+    /// Binds `c` in `parent` to `inode`: reuses a negative dentry or allocates one.
+    fn instantiate(
+        fs: &MemFs,
+        parent: &Dentry,
+        c: &Component<'_>,
+        existing: Option<&Dentry>,
+        inode: Arc<Inode>,
+        st: &mut DirState,
+        guard: &Guard,
+    ) {
+        match existing {
+            Some(d) => {
+                fs.dcache.d_instantiate(d, inode, st, guard);
+                fs.negative_gone(1);
+            }
+            None => {
+                fs.dcache.d_alloc(parent, c, Some(inode), st);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- open
+
+    /// `open(2)`.
+    pub fn open(&self, path: impl AsRef<Path>, flags: OFlags, mode: u32) -> Result<Fd> {
+        self.openat(Fd::CWD, path, flags, mode)
+    }
+
+    /// `openat(2)`.
+    pub fn openat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<Path>,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<Fd> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        let mut flags = flags;
+        if flags.contains(OFlags::CREAT) && flags.contains(OFlags::DIRECTORY) {
+            // Linux `build_open_flags`: O_CREAT with O_DIRECTORY or O_TMPFILE is EINVAL.
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(OFlags::PATH) {
+            flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
+        } else if flags.0 & 3 == 3 {
+            return Err(Errno::EINVAL);
+        }
+        let of = self.at(dirfd, path, |cx, start| {
+            if flags.contains(OFlags::TMPFILE) {
+                self.open_tmpfile(cx, start, path, flags, mode)
+            } else if flags.contains(OFlags::CREAT) {
+                self.open_creat(cx, start, path, flags, mode)
+            } else {
+                self.open_existing(cx, start, path, flags)
+            }
+        })?;
+        self.files.lock().insert(Arc::new(of))
+    }
+
+    /// Opens an existing object: the fast walk, then references, then validation.
+    fn open_existing(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+    ) -> Result<OpenFile> {
+        let wf = Flags {
+            follow: !flags.contains(OFlags::NOFOLLOW),
+            parent: false,
+        };
+        let of = retry(|locked| {
+            let mut links = 0;
+            let w = walk::walk(
+                cx,
+                start.pos(locked, cx.guard)?,
+                path,
+                wf,
+                locked,
+                &mut links,
+            )?;
+            let p = w.pos();
+            let inode = p.inode()?;
+            Self::may_open(inode, flags, cx.creds)?;
+            let of = Self::open_pos(p, flags, cx.guard)?;
+            // Orders our reference counts before the validation, against umount.
+            fence(SeqCst);
+            w.validate(cx)?;
+            Ok(of)
+        })?;
+        self.finish_open(&of, cx.creds)?;
+        Ok(of)
+    }
+
+    /// Takes the references an open file holds.
+    fn open_pos(p: Pos<'_>, flags: OFlags, guard: &Guard) -> std::result::Result<OpenFile, Fail> {
+        let inode = p.d.inode_arc(guard).ok_or(Fail::Retry)?;
+        if !std::ptr::eq(&*inode, p.inode()?) {
+            return Err(Fail::Retry);
+        }
+        let dir = if inode.is_dir() {
+            Some(DRef::try_get(p.d).ok_or(Fail::Retry)?)
+        } else {
+            None
+        };
+        Ok(OpenFile::new(p.mnt.clone(), dir, inode, flags))
+    }
+
+    /// Linux `may_open` for an existing object.
+    fn may_open(inode: &Inode, flags: OFlags, creds: &Creds) -> Result<()> {
+        let ty = inode.mode() & S_IFMT;
+        if flags.contains(OFlags::DIRECTORY) && ty != S_IFDIR {
+            return Err(Errno::ENOTDIR);
+        }
+        if ty == S_IFLNK {
+            if flags.contains(OFlags::PATH) && flags.contains(OFlags::NOFOLLOW) {
+                return Ok(());
+            }
+            return Err(Errno::ELOOP);
+        }
+        if flags.contains(OFlags::PATH) {
+            return Ok(());
+        }
+        let write = flags.writable() || flags.contains(OFlags::TRUNC);
+        if ty == S_IFDIR && (write || flags.contains(OFlags::CREAT)) {
+            return Err(Errno::EISDIR);
+        }
+        let mut mask = Access::F_OK;
+        if flags.readable() {
+            mask |= Access::R_OK;
+        }
+        if write {
+            mask |= Access::W_OK;
+        }
+        inode.permission(creds, mask)?;
+        match ty {
+            S_IFCHR | S_IFBLK => Err(Errno::ENXIO),
+            S_IFIFO if flags.writable() && flags.contains(OFlags::NONBLOCK) => Err(Errno::ENXIO),
+            S_IFSOCK => Err(Errno::ENXIO),
+            _ => Ok(()),
+        }
+    }
+
+    /// Linux `may_create_in_sticky` with `fs.protected_regular = 0` and
+    /// `fs.protected_fifos = 0` (Debian's defaults): an `O_CREAT` open that finds another
+    /// user's non-regular object in a world-writable sticky directory is refused.
+    fn may_create_in_sticky(dir: &Inode, inode: &Inode, creds: &Creds) -> Result<()> {
+        let dm = dir.mode();
+        let ty = inode.mode() & S_IFMT;
+        if dm & S_ISVTX == 0 || ty == S_IFREG || ty == S_IFIFO {
+            return Ok(());
+        }
+        if inode.uid() == dir.uid() || inode.uid() == creds.uid {
+            return Ok(());
+        }
+        if dm & 0o002 != 0 {
+            return Err(Errno::EACCES);
+        }
+        Ok(())
+    }
+
+    /// What follows a successful open of an existing regular file: `O_TRUNC`.
+    fn finish_open(&self, of: &OpenFile, creds: &Creds) -> Result<()> {
+        if of.flags.contains(OFlags::TRUNC) && !of.is_path() && of.inode.mode() & S_IFMT == S_IFREG
+        {
+            self.truncate_inode(&of.mnt.fs, &of.inode, 0, creds, true)?;
+        }
+        Ok(())
+    }
+
+    fn open_creat(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        let mut links = 0;
+        let mut start = start;
+        let mut path: &[u8] = path;
+        // Restarted with a symlink body when the last component is a symlink to follow.
+        loop {
+            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
+            let c = match last {
+                Last::Normal(c) => c,
+                // Linux `do_open`: the name exists (it is a directory).
+                _ if flags.contains(OFlags::EXCL) => return Err(Errno::EEXIST),
+                _ => return Err(Errno::EISDIR),
+            };
+            if trailing {
+                return Err(Errno::EISDIR);
+            }
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            self.vfs.change_begin();
+            let mut st = dirm.lock();
+            let existing = if st.dead {
+                None
+            } else {
+                fs.dcache.lookup_locked(parent.d, &c, cx.guard)
+            };
+            if let Some(d) = existing {
+                if let Some(inode) = d.inode(cx.guard) {
+                    drop(st);
+                    self.vfs.change_end();
+                    if flags.contains(OFlags::EXCL) {
+                        return Err(Errno::EEXIST);
+                    }
+                    if let Some(body) = inode.symlink_target() {
+                        if flags.contains(OFlags::NOFOLLOW) {
+                            Self::may_create_in_sticky(dir_inode, inode, cx.creds)?;
+                            return Err(Errno::ELOOP);
+                        }
+                        links += 1;
+                        if links > limits::MAXSYMLINKS {
+                            return Err(Errno::ELOOP);
+                        }
+                        start = Start {
+                            mnt: parent.mnt,
+                            d: parent.d,
+                        };
+                        path = body;
+                        continue;
+                    }
+                    let mut p = parent;
+                    p.d = d;
+                    p.inode = Some(inode);
+                    if d.flags() & MOUNTED != 0 {
+                        // A mount point: open what is mounted there.
+                        let rest: &[u8] = c.bytes;
+                        return self.open_existing(
+                            cx,
+                            Start {
+                                mnt: parent.mnt,
+                                d: parent.d,
+                            },
+                            rest,
+                            flags,
+                        );
+                    }
+                    Self::may_open(inode, flags, cx.creds)?;
+                    let of = Self::open_pos(p, flags, cx.guard).map_err(|_| Errno::ENOENT)?;
+                    self.finish_open(&of, cx.creds)?;
+                    return Ok(of);
+                }
+            }
+            let r = (|| {
+                if st.dead {
+                    return Err(Errno::ENOENT);
+                }
+                check_len(&c)?;
+                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+                let t = now();
+                let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
+                let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
+                let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
+                Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
+                drop(st);
+                dir_inode.dir_changed(1, t);
+                Ok(OpenFile::new(parent.mnt.clone(), None, inode, flags))
+            })();
+            self.vfs.change_end();
+            return r;
+        }
+    }
+
+    fn open_tmpfile(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        if !flags.writable() {
+            return Err(Errno::EINVAL);
+        }
+        let p = Self::resolve(cx, start, path, true)?;
+        let dir = p.inode.ok_or(Errno::ENOENT)?;
+        if !dir.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        dir.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+        let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
+        let (uid, gid, m) = init_owner(dir, cx.creds, m);
+        let inode = p.mnt.fs.new_inode(m, uid, gid, 0, None, now())?;
+        inode.add_links(-1, None);
+        Ok(OpenFile::new(p.mnt.clone(), None, inode, flags))
+    }
+
+    /// `close(2)`.
+    pub fn close(&self, fd: Fd) -> Result<()> {
+        let f = self.files.lock().remove(fd)?;
+        Self::release(f);
+        Ok(())
+    }
+
+    fn release(f: Arc<OpenFile>) {
+        // The last close of an O_TMPFILE or unlinked file frees it; account for it.
+        if let Ok(of) = Arc::try_unwrap(f) {
+            if of.inode.nlink() == 0
+                && Arc::strong_count(&of.inode) == 1
+                && of.flags.contains(OFlags::TMPFILE)
+            {
+                let pages = match &of.inode.contents {
+                    crate::inode::Contents::File(d) => d.read().pages(),
+                    _ => 0,
+                };
+                of.mnt.fs.inode_released(pages);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- data
+
+    fn readable_file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+        let f = self.file(fd)?;
+        if f.is_path() || !f.flags.readable() {
+            return Err(Errno::EBADF);
+        }
+        if f.inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        Ok(f)
+    }
+
+    fn writable_file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+        let f = self.file(fd)?;
+        if f.is_path() || !f.flags.writable() {
+            return Err(Errno::EBADF);
+        }
+        if f.inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        Ok(f)
+    }
+
+    fn read_inode(f: &OpenFile, buf: &mut [u8], off: u64) -> Result<usize> {
+        match &f.inode.contents {
+            crate::inode::Contents::File(d) => {
+                let n = {
+                    let data = d.read();
+                    data.read(buf, off, f.inode.size())
+                };
+                f.inode.read_accessed(now());
+                Ok(n)
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    fn write_inode(&self, f: &OpenFile, buf: &[u8], off: Option<u64>) -> Result<(usize, u64)> {
+        let crate::inode::Contents::File(d) = &f.inode.contents else {
+            return Err(Errno::EINVAL);
+        };
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let mut data = d.write();
+        let size = f.inode.size();
+        let off = match off {
+            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
+            _ => size,
+        };
+        if buf.is_empty() {
+            return Ok((0, off));
+        }
+        let end = off.checked_add(buf.len() as u64).ok_or(Errno::EFBIG)?;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let pages_before = data.pages();
+        let added = data.write(buf, off);
+        if let Err(e) = f.mnt.fs.charge_pages(added as i64) {
+            data.truncate(size);
+            let _ = pages_before;
+            return Err(e);
+        }
+        let t = now();
+        let kill = write_kill_bits(f.inode.mode(), creds);
+        f.inode.update(&AttrUpdate {
+            size: Some(size.max(end)),
+            pages_delta: added as i64,
+            perm: (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill),
+            times: Times::modify(t),
+            ..Default::default()
+        });
+        Ok((buf.len(), end))
+    }
+
+    /// `read(2)`.
+    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+        let f = self.readable_file(fd)?;
+        let mut pos = f.pos.lock();
+        let n = Self::read_inode(&f, buf, *pos)?;
+        *pos += n as u64;
+        Ok(n)
+    }
+
+    /// `pread(2)`.
+    pub fn pread(&self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
+        let f = self.readable_file(fd)?;
+        if off > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        Self::read_inode(&f, buf, off)
+    }
+
+    /// `write(2)`.
+    pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
+        let f = self.writable_file(fd)?;
+        let mut pos = f.pos.lock();
+        let (n, end) = self.write_inode(&f, buf, Some(*pos))?;
+        *pos = end;
+        Ok(n)
+    }
+
+    /// `pwrite(2)` (with `O_APPEND` it appends, as on Linux).
+    pub fn pwrite(&self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
+        let f = self.writable_file(fd)?;
+        if off > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        Ok(self.write_inode(&f, buf, Some(off))?.0)
+    }
+
+    /// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE`. On a directory the offset is a
+    /// readdir cookie.
+    pub fn lseek(&self, fd: Fd, off: i64, whence: Whence) -> Result<u64> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let mut pos = f.pos.lock();
+        let size = f.inode.size() as i64;
+        let new = match whence {
+            Whence::Set => off,
+            Whence::Cur => (*pos as i64).checked_add(off).ok_or(Errno::EOVERFLOW)?,
+            Whence::End => size.checked_add(off).ok_or(Errno::EOVERFLOW)?,
+            Whence::Data | Whence::Hole => {
+                if off < 0 || off >= size {
+                    return Err(Errno::ENXIO);
+                }
+                let crate::inode::Contents::File(d) = &f.inode.contents else {
+                    return Err(Errno::EINVAL);
+                };
+                let data = d.read();
+                if whence == Whence::Data {
+                    match data.next_data(off as u64) {
+                        Some(o) if (o as i64) < size => o as i64,
+                        _ => return Err(Errno::ENXIO),
+                    }
+                } else {
+                    (data.next_hole(off as u64) as i64).min(size)
+                }
+            }
+        };
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        *pos = new as u64;
+        Ok(new as u64)
+    }
+
+    // ---------------------------------------------------------------- directories
+
+    /// Reads up to `max_entries` entries from a directory descriptor, starting at its
+    /// position (a cookie). `.` and `..` come first. An empty result means the end. An
+    /// entry that exists for the whole read is returned exactly once; entries created or
+    /// renamed meanwhile may or may not appear.
+    pub fn getdents(&self, fd: Fd, max_entries: usize) -> Result<Vec<DirEntry>> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let (Some(d), Some(dirm)) = (&f.dir, f.inode.dir()) else {
+            return Err(Errno::ENOTDIR);
+        };
+        let mut pos = f.pos.lock();
+        let g = crossbeam_epoch::pin();
+        let mut out = Vec::new();
+        let st = dirm.lock();
+        if st.dead {
+            return Err(Errno::ENOENT);
+        }
+        if *pos == 0 && out.len() < max_entries {
+            out.push(DirEntry {
+                ino: f.inode.ino,
+                file_type: FileType::Directory,
+                name: b".".to_vec(),
+                cookie: 1,
+            });
+            *pos = 1;
+        }
+        if *pos == 1 && out.len() < max_entries {
+            let ino = d
+                .parent(&g)
+                .and_then(|p| p.inode(&g))
+                .map_or(f.inode.ino, |i| i.ino);
+            out.push(DirEntry {
+                ino,
+                file_type: FileType::Directory,
+                name: b"..".to_vec(),
+                cookie: 2,
+            });
+            *pos = 2;
+        }
+        if out.len() < max_entries {
+            for (&cookie, child) in st.children.range((*pos).max(3)..) {
+                // SAFETY: children are hashed, and the hash's reference keeps them alive
+                // while we hold the directory lock.
+                let child = unsafe { child.as_ref() };
+                let Some(ci) = child.inode(&g) else { continue };
+                out.push(DirEntry {
+                    ino: ci.ino,
+                    file_type: ci.file_type(),
+                    name: child.name.to_vec(&g),
+                    cookie: cookie + 1,
+                });
+                *pos = cookie + 1;
+                if out.len() >= max_entries {
+                    break;
+                }
+            }
+            if out.len() < max_entries {
+                *pos = st.next_cookie.max(3);
+            }
+        }
+        drop(st);
+        f.inode.read_accessed(now());
+        Ok(out)
+    }
+
+    /// `rmdir(2)`.
+    pub fn rmdir(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.unlinkat(Fd::CWD, path, AtFlags::REMOVEDIR)
+    }
+
+    /// `unlink(2)`.
+    pub fn unlink(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.unlinkat(Fd::CWD, path, AtFlags::empty())
+    }
+
+    /// `unlinkat(2)`, with `AT_REMOVEDIR`.
+    pub fn unlinkat(&self, dirfd: Fd, path: impl AsRef<Path>, flags: AtFlags) -> Result<()> {
+        if flags.0 & !AtFlags::REMOVEDIR.0 != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let rmdir = flags.contains(AtFlags::REMOVEDIR);
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(dirfd, path, |cx, start| {
+            let mut links = 0;
+            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
+            let c = match (last, rmdir) {
+                (Last::Normal(c), _) => c,
+                (Last::Dot, true) => return Err(Errno::EINVAL),
+                (Last::DotDot, true) => return Err(Errno::ENOTEMPTY),
+                (_, true) => return Err(Errno::EBUSY),
+                (_, false) => return Err(Errno::EISDIR),
+            };
+            let dirm = Self::dir_of(&parent)?;
+            self.vfs.change_begin();
+            let r = if rmdir {
+                self.do_rmdir(cx, &parent, dirm, &c)
+            } else {
+                self.do_unlink(cx, &parent, dirm, &c, trailing)
+            };
+            self.vfs.change_end();
+            r
+        })
+    }
+
+    fn do_unlink(
+        &self,
+        cx: &Ctx<'_>,
+        parent: &Pos<'_>,
+        dirm: &Mutex<DirState>,
+        c: &Component<'_>,
+        trailing: bool,
+    ) -> Result<()> {
+        let fs = &parent.mnt.fs;
+        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        let mut st = dirm.lock();
+        if st.dead {
+            return Err(Errno::ENOENT);
+        }
+        check_len(c)?;
+        let d = fs
+            .dcache
+            .lookup_locked(parent.d, c, cx.guard)
+            .ok_or(Errno::ENOENT)?;
+        let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+        if trailing {
+            return Err(if victim.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::ENOTDIR
+            });
+        }
+        may_delete(dir_inode, d, &victim, false, cx.creds)?;
+        if d.flags() & MOUNTED != 0 {
+            return Err(Errno::EBUSY);
+        }
+        if fs.negative_admit() {
+            fs.dcache.d_delete(d, &mut st, cx.guard);
+        } else {
+            fs.dcache.d_drop(d, &mut st);
+        }
+        drop(st);
+        let t = now();
+        Self::drop_link(fs, &victim, t);
+        dir_inode.dir_changed(-1, t);
+        Ok(())
+    }
+
+    /// One link of `victim` went away.
+    fn drop_link(fs: &MemFs, victim: &Inode, t: Timespec) {
+        if victim.add_links(-1, Some(t)) == 0 {
+            let pages = match &victim.contents {
+                crate::inode::Contents::File(d) => d.read().pages(),
+                _ => 0,
+            };
+            fs.inode_released(pages);
+        }
+    }
+
+    /// Empties a directory being removed: drops its negative children and marks it dead.
+    /// The caller holds its lock and checked that it has no positive child.
+    fn kill_dir(fs: &MemFs, st: &mut DirState, guard: &Guard) {
+        let negs: Vec<_> = st.children.values().copied().collect();
+        for n in negs {
+            // SAFETY: hashed children are alive while we hold the directory lock.
+            let nd = unsafe { n.as_ref() };
+            debug_assert!(nd.inode(guard).is_none());
+            fs.dcache.d_drop(nd, st);
+            fs.negative_gone(1);
+        }
+        st.dead = true;
+    }
+
+    fn do_rmdir(
+        &self,
+        cx: &Ctx<'_>,
+        parent: &Pos<'_>,
+        dirm: &Mutex<DirState>,
+        c: &Component<'_>,
+    ) -> Result<()> {
+        let fs = &parent.mnt.fs;
+        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        loop {
+            // Find the victim under the parent lock, then lock both in address order.
+            let (d, victim) = {
+                let st = dirm.lock();
+                if st.dead {
+                    return Err(Errno::ENOENT);
+                }
+                check_len(c)?;
+                let d = fs
+                    .dcache
+                    .lookup_locked(parent.d, c, cx.guard)
+                    .ok_or(Errno::ENOENT)?;
+                let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+                may_delete(dir_inode, d, &victim, true, cx.creds)?;
+                (d, victim)
+            };
+            let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
+            let mut locks = DirLocks::lock(&[dirm, vdir]);
+            if locks.get(dirm).dead
+                || fs
+                    .dcache
+                    .lookup_locked(parent.d, c, cx.guard)
+                    .map(|x| x as *const Dentry)
+                    != Some(d as *const Dentry)
+                || !std::ptr::eq(d.inode.load(Acquire), &*victim)
+            {
+                continue;
+            }
+            if d.flags() & MOUNTED != 0 {
+                return Err(Errno::EBUSY);
+            }
+            {
+                let vst = locks.get(vdir);
+                if vst.positive > 0 {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                Self::kill_dir(fs, vst, cx.guard);
+            }
+            fs.dcache.d_drop(d, locks.get(dirm));
+            drop(locks);
+            let t = now();
+            victim.add_links(-2, Some(t));
+            fs.inode_released(0);
+            dir_inode.add_links(-1, None);
+            dir_inode.dir_changed(-1, t);
+            return Ok(());
+        }
+    }
+
+    // ---------------------------------------------------------------- link, rename
+
+    /// `link(2)`.
+    pub fn link(&self, old: impl AsRef<Path>, new: impl AsRef<Path>) -> Result<()> {
+        self.linkat(Fd::CWD, old, Fd::CWD, new, AtFlags::empty())
+    }
+
+    /// `linkat(2)`, with `AT_SYMLINK_FOLLOW` and `AT_EMPTY_PATH`.
+    pub fn linkat(
+        &self,
+        olddirfd: Fd,
+        old: impl AsRef<Path>,
+        newdirfd: Fd,
+        new: impl AsRef<Path>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_FOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let old = cpath(old.as_ref())?;
+        let new = cpath(new.as_ref())?;
+        // The source: an inode and its mount.
+        let (src_mnt, src, linkable_tmp) = if old.is_empty() {
+            let (m, i, tmp) = self.empty_path(olddirfd, flags, |f| {
+                Ok((
+                    f.mnt.clone(),
+                    f.inode.clone(),
+                    f.flags.contains(OFlags::TMPFILE) && !f.flags.contains(OFlags::EXCL),
+                ))
+            })?;
+            (m, i, tmp)
+        } else {
+            self.at(olddirfd, old, |cx, start| {
+                let p = Self::resolve(cx, start, old, flags.contains(AtFlags::SYMLINK_FOLLOW))?;
+                let i = p.d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+                Ok((p.mnt.clone(), i, false))
+            })?
+        };
+        if new.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(newdirfd, new, |cx, start| {
+            let mut links = 0;
+            let (parent, last, trailing) = Self::parent_of(cx, start, new, &mut links)?;
+            let Last::Normal(c) = last else {
+                return Err(Errno::EEXIST);
+            };
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            self.vfs.change_begin();
+            let r = (|| {
+                let mut st = dirm.lock();
+                if st.dead {
+                    return Err(Errno::ENOENT);
+                }
+                check_len(&c)?;
+                let existing = fs.dcache.lookup_locked(parent.d, &c, cx.guard);
+                if existing.is_some_and(|d| d.inode(cx.guard).is_some()) {
+                    return Err(Errno::EEXIST);
+                }
+                if trailing {
+                    return Err(Errno::ENOENT);
+                }
+                // Linux `do_linkat` order: EXDEV, protected hardlinks, then `vfs_link`.
+                if !Arc::ptr_eq(parent.mnt, &src_mnt) {
+                    return Err(Errno::EXDEV);
+                }
+                Self::may_linkat(&src, cx.creds)?;
+                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+                if src.is_dir() {
+                    return Err(Errno::EPERM);
+                }
+                let t = now();
+                if !src.link_if_alive(linkable_tmp, t) {
+                    return Err(Errno::ENOENT);
+                }
+                Self::instantiate(fs, parent.d, &c, existing, src.clone(), &mut st, cx.guard);
+                drop(st);
+                dir_inode.dir_changed(1, t);
+                Ok(())
+            })();
+            self.vfs.change_end();
+            r
+        })
+    }
+
+    /// Linux `may_linkat` with `fs.protected_hardlinks = 1`.
+    fn may_linkat(src: &Inode, creds: &Creds) -> Result<()> {
+        if creds.uid == 0 || creds.uid == src.uid() {
+            return Ok(());
+        }
+        let m = src.mode();
+        let safe = m & S_IFMT == S_IFREG
+            && m & S_ISUID == 0
+            && m & (S_ISGID | 0o010) != (S_ISGID | 0o010)
+            && src.permission(creds, Access::R_OK | Access::W_OK).is_ok();
+        if safe {
+            Ok(())
+        } else {
+            Err(Errno::EPERM)
+        }
+    }
+
+    /// `rename(2)`.
+    pub fn rename(&self, old: impl AsRef<Path>, new: impl AsRef<Path>) -> Result<()> {
+        self.renameat2(Fd::CWD, old, Fd::CWD, new, RenameFlags::empty())
+    }
+
+    /// `renameat2(2)`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
+    pub fn renameat2(
+        &self,
+        olddirfd: Fd,
+        old: impl AsRef<Path>,
+        newdirfd: Fd,
+        new: impl AsRef<Path>,
+        flags: RenameFlags,
+    ) -> Result<()> {
+        if flags.0 & !(RenameFlags::NOREPLACE.0 | RenameFlags::EXCHANGE.0) != 0
+            || flags.contains(RenameFlags::NOREPLACE | RenameFlags::EXCHANGE)
+        {
+            return Err(Errno::EINVAL);
+        }
+        let old = cpath(old.as_ref())?;
+        let new = cpath(new.as_ref())?;
+        if old.is_empty() || new.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(olddirfd, old, |cx, old_start| {
+            let mut links = 0;
+            let (p1, l1, t1) = Self::parent_of(cx, old_start, old, &mut links)?;
+            // The new side's start, looked at only after the old side resolved (as Linux).
+            let held_new;
+            let ctx = self.ctx_ref(cx.guard);
+            let new_start = if new.first() == Some(&b'/') || newdirfd == Fd::CWD {
+                Start {
+                    mnt: &ctx.cwd.mnt,
+                    d: &ctx.cwd.d,
+                }
+            } else {
+                held_new = self.file(newdirfd)?;
+                match &held_new.dir {
+                    Some(d) => Start {
+                        mnt: &held_new.mnt,
+                        d,
+                    },
+                    None => return Err(Errno::ENOTDIR),
+                }
+            };
+            let mut links = 0;
+            let (p2, l2, t2) = Self::parent_of(cx, new_start, new, &mut links)?;
+            // Linux `do_renameat2` order: EXDEV, the kinds of the last components, then
+            // the lookups (where a name's length is checked).
+            if !Arc::ptr_eq(p1.mnt, p2.mnt) {
+                return Err(Errno::EXDEV);
+            }
+            let Last::Normal(c1) = l1 else {
+                return Err(Errno::EBUSY);
+            };
+            let Last::Normal(c2) = l2 else {
+                return Err(if flags.contains(RenameFlags::NOREPLACE) {
+                    Errno::EEXIST
+                } else {
+                    Errno::EBUSY
+                });
+            };
+            check_len(&c1)?;
+            self.vfs.change_begin();
+            let r = self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags);
+            self.vfs.change_end();
+            r
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn do_rename(
+        &self,
+        cx: &Ctx<'_>,
+        p1: &Pos<'_>,
+        c1: &Component<'_>,
+        t1: bool,
+        p2: &Pos<'_>,
+        c2: &Component<'_>,
+        t2: bool,
+        flags: RenameFlags,
+    ) -> Result<()> {
+        let fs = &p1.mnt.fs;
+        let g = cx.guard;
+        let (d1m, d2m) = (Self::dir_of(p1)?, Self::dir_of(p2)?);
+        let (i1, i2) = (
+            p1.inode.ok_or(Errno::ENOENT)?,
+            p2.inode.ok_or(Errno::ENOENT)?,
+        );
+        let cross = !std::ptr::eq(p1.d, p2.d);
+        let exchange = flags.contains(RenameFlags::EXCHANGE);
+        let mut rename_lock = None;
+        loop {
+            // Peek at both names under the parents' locks, to learn what else to lock.
+            let (od, nd, oi, ni) = {
+                let _l = DirLocks::lock(&[d1m, d2m]);
+                let od = fs.dcache.lookup_locked(p1.d, c1, g);
+                let nd = fs.dcache.lookup_locked(p2.d, c2, g);
+                let oi = od.and_then(|d| d.inode_arc(g));
+                let ni = nd.and_then(|d| d.inode_arc(g));
+                (od, nd, oi, ni)
+            };
+            let old_dir = oi.as_ref().is_some_and(|i| i.is_dir());
+            let new_dir = ni.as_ref().is_some_and(|i| i.is_dir());
+            if cross && (old_dir || new_dir) && rename_lock.is_none() {
+                rename_lock = Some(fs.rename_lock.lock());
+                continue;
+            }
+            let victim_dir = if !exchange && new_dir {
+                ni.as_ref().and_then(|i| i.dir())
+            } else {
+                None
+            };
+            let mut want = vec![d1m, d2m];
+            want.extend(victim_dir);
+            let mut locks = DirLocks::lock(&want);
+            // Everything must be as peeked, or we start again.
+            let same = |a: Option<&Dentry>, b: Option<&Dentry>| {
+                a.map(|x| x as *const Dentry) == b.map(|x| x as *const Dentry)
+            };
+            let ptr_of = |i: &Option<Arc<Inode>>| i.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+            if !same(fs.dcache.lookup_locked(p1.d, c1, g), od)
+                || !same(fs.dcache.lookup_locked(p2.d, c2, g), nd)
+                || od.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&oi)))
+                || nd.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&ni)))
+            {
+                continue;
+            }
+            if locks.get(d1m).dead || locks.get(d2m).dead {
+                return Err(Errno::ENOENT);
+            }
+            let (Some(od), Some(oi)) = (od, oi) else {
+                return Err(Errno::ENOENT);
+            };
+            // Linux looks the new name up (and checks its length) after the old one.
+            check_len(c2)?;
+            let nd_pos = nd.filter(|_| ni.is_some());
+            if flags.contains(RenameFlags::NOREPLACE) && nd_pos.is_some() {
+                return Err(Errno::EEXIST);
+            }
+            if exchange {
+                let Some(ni) = &ni else {
+                    return Err(Errno::ENOENT);
+                };
+                if !ni.is_dir() && t2 {
+                    return Err(Errno::ENOTDIR);
+                }
+            }
+            if !old_dir && (t1 || (!exchange && t2)) {
+                return Err(Errno::ENOTDIR);
+            }
+            // Loop checks, with the ancestry stable under the rename lock.
+            if cross && rename_lock.is_some() {
+                if is_ancestor(od, p2.d, g) {
+                    return Err(Errno::EINVAL);
+                }
+                if let Some(nd) = nd_pos {
+                    if is_ancestor(nd, p1.d, g) {
+                        return Err(if exchange {
+                            Errno::EINVAL
+                        } else {
+                            Errno::ENOTEMPTY
+                        });
+                    }
+                }
+            }
+            if let Some(ni) = &ni {
+                if Arc::ptr_eq(&oi, ni) {
+                    return Ok(());
+                }
+            }
+            may_delete(i1, od, &oi, old_dir, cx.creds)?;
+            match (&ni, nd_pos) {
+                (Some(ni), Some(nd)) => may_delete(
+                    i2,
+                    nd,
+                    ni,
+                    if exchange { new_dir } else { old_dir },
+                    cx.creds,
+                )?,
+                _ => i2.permission(cx.creds, Access::W_OK | Access::X_OK)?,
+            }
+            if cross {
+                if old_dir {
+                    oi.permission(cx.creds, Access::W_OK)?;
+                }
+                if exchange && new_dir {
+                    if let Some(ni) = &ni {
+                        ni.permission(cx.creds, Access::W_OK)?;
+                    }
+                }
+            }
+            if od.flags() & MOUNTED != 0 || nd_pos.is_some_and(|d| d.flags() & MOUNTED != 0) {
+                return Err(Errno::EBUSY);
+            }
+            let t = now();
+            if exchange {
+                let nd = nd_pos.expect("exchange target checked above");
+                let (s1, s2) = locks.get2(d1m, d2m);
+                fs.dcache.d_exchange(od, nd, s1, s2, g);
+                drop(locks);
+                if cross && old_dir != new_dir {
+                    let (from, to) = if old_dir { (i1, i2) } else { (i2, i1) };
+                    from.add_links(-1, None);
+                    to.add_links(1, None);
+                }
+                oi.touch(Times::change(t));
+                if let Some(ni) = &ni {
+                    ni.touch(Times::change(t));
+                }
+                i1.touch(Times::modify(t));
+                if cross {
+                    i2.touch(Times::modify(t));
+                }
+                return Ok(());
+            }
+            // Remove what the destination held.
+            let mut replaced_dir = false;
+            if let Some(nd) = nd {
+                match &ni {
+                    Some(ni) => {
+                        if let Some(vd) = victim_dir {
+                            let vst = locks.get(vd);
+                            if vst.positive > 0 {
+                                return Err(Errno::ENOTEMPTY);
+                            }
+                            Self::kill_dir(fs, vst, g);
+                            replaced_dir = true;
+                        }
+                        fs.dcache.d_drop(nd, locks.get(d2m));
+                        if replaced_dir {
+                            ni.add_links(-2, Some(t));
+                            fs.inode_released(0);
+                        } else {
+                            Self::drop_link(fs, ni, t);
+                        }
+                    }
+                    None => {
+                        fs.dcache.d_drop(nd, locks.get(d2m));
+                        fs.negative_gone(1);
+                    }
+                }
+            }
+            let (s1, s2) = locks.get2(d1m, d2m);
+            fs.dcache.d_move(od, p2.d, c2, s1, s2, g);
+            drop(locks);
+            if old_dir && cross {
+                i1.add_links(-1, None);
+                if !replaced_dir {
+                    i2.add_links(1, None);
+                }
+            } else if replaced_dir {
+                i2.add_links(-1, None);
+            }
+            oi.touch(Times::change(t));
+            let replaced = ni.is_some();
+            if cross {
+                i1.dir_changed(-1, t);
+                i2.dir_changed(if replaced { 0 } else { 1 }, t);
+            } else {
+                i1.dir_changed(if replaced { -1 } else { 0 }, t);
+            }
+            return Ok(());
+        }
+    }
+
+    // ---------------------------------------------------------------- attributes
+
+    /// Resolves `path` (following the last symlink unless `nofollow`) and runs `f` on the
+    /// inode and its file system.
+    fn with_inode<R>(
+        &self,
+        dirfd: Fd,
+        path: &Path,
+        flags: AtFlags,
+        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+    ) -> Result<R> {
+        let path = cpath(path)?;
+        if path.is_empty() {
+            let g = crossbeam_epoch::pin();
+            let creds = self.creds_ref(&g).clone();
+            return self.empty_path(dirfd, flags, |of| f(&of.inode, &of.mnt.fs, &creds));
+        }
+        self.at(dirfd, path, |cx, start| {
+            let p = Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
+            let inode = p.d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+            self.vfs.change_begin();
+            let r = f(&inode, &p.mnt.fs, cx.creds);
+            self.vfs.change_end();
+            r
+        })
+    }
+
+    fn with_fd<R>(
+        &self,
+        fd: Fd,
+        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+    ) -> Result<R> {
+        let of = self.file(fd)?;
+        if of.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let g = crossbeam_epoch::pin();
+        f(&of.inode, &of.mnt.fs, self.creds_ref(&g))
+    }
+
+    fn do_chmod(inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
+        if creds.uid != 0 && creds.uid != inode.uid() {
+            return Err(Errno::EPERM);
+        }
+        let mut m = mode & 0o7777;
+        if creds.uid != 0 && !creds.in_group(inode.gid()) {
+            m &= !S_ISGID;
+        }
+        inode.update(&AttrUpdate {
+            perm: Some(m),
+            times: Times::change(now()),
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `chmod(2)`.
+    pub fn chmod(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        self.fchmodat(Fd::CWD, path, mode, AtFlags::empty())
+    }
+
+    /// `fchmod(2)`.
+    pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+        self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
+    }
+
+    /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
+    pub fn fchmodat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<Path>,
+        mode: u32,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            if i.mode() & S_IFMT == S_IFLNK {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            Self::do_chmod(i, mode, c)
+        })
+    }
+
+    fn do_chown(inode: &Inode, uid: Option<u32>, gid: Option<u32>, creds: &Creds) -> Result<()> {
+        let owner = creds.uid == inode.uid();
+        if creds.uid != 0 {
+            if uid.is_some_and(|u| u != inode.uid()) {
+                return Err(Errno::EPERM);
+            }
+            if let Some(g) = gid {
+                if g != inode.gid() && !(owner && creds.in_group(g)) {
+                    return Err(Errno::EPERM);
+                }
+                if !owner {
+                    return Err(Errno::EPERM);
+                }
+            }
+            if uid.is_some() && !owner {
+                return Err(Errno::EPERM);
+            }
+        }
+        let mode = inode.mode();
+        let mut kill = 0;
+        if mode & S_IFMT != S_IFDIR {
+            kill |= mode & S_ISUID;
+            if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
+                kill |= S_ISGID;
+            }
+        }
+        if kill != 0 && creds.uid != 0 && !owner {
+            return Err(Errno::EPERM);
+        }
+        inode.update(&AttrUpdate {
+            uid,
+            gid,
+            perm: (kill != 0).then_some(mode & 0o7777 & !kill),
+            times: Times::change(now()),
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `chown(2)`; `None` leaves an id unchanged.
+    pub fn chown(&self, path: impl AsRef<Path>, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.fchownat(Fd::CWD, path, uid, gid, AtFlags::empty())
+    }
+
+    /// `lchown(2)`.
+    pub fn lchown(&self, path: impl AsRef<Path>, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.fchownat(Fd::CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// `fchown(2)`.
+    pub fn fchown(&self, fd: Fd, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.with_fd(fd, |i, _, c| Self::do_chown(i, uid, gid, c))
+    }
+
+    /// `fchownat(2)`.
+    pub fn fchownat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<Path>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            Self::do_chown(i, uid, gid, c)
+        })
+    }
+
+    fn do_utimens(inode: &Inode, times: [SetTime; 2], creds: &Creds) -> Result<()> {
+        if times == [SetTime::Omit, SetTime::Omit] {
+            return Ok(());
+        }
+        let owner = creds.uid == 0 || creds.uid == inode.uid();
+        let only_now = times.iter().all(|t| matches!(t, SetTime::Now));
+        if !owner {
+            if !only_now {
+                return Err(Errno::EPERM);
+            }
+            inode.permission(creds, Access::W_OK)?;
+        }
+        let t = now();
+        let pick = |s: SetTime| match s {
+            SetTime::Now => Some(t),
+            SetTime::Omit => None,
+            SetTime::Set(v) => Some(v),
+        };
+        inode.touch(Times {
+            atime: pick(times[0]),
+            mtime: pick(times[1]),
+            ctime: Some(t),
+        });
+        Ok(())
+    }
+
+    /// `utimensat(2)`: `times` is `[atime, mtime]`.
+    pub fn utimensat(
+        &self,
+        dirfd: Fd,
+        path: impl AsRef<Path>,
+        times: [SetTime; 2],
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        for t in times {
+            if let SetTime::Set(v) = t {
+                if v.nsec >= 1_000_000_000 {
+                    return Err(Errno::EINVAL);
+                }
+            }
+        }
+        if times == [SetTime::Omit, SetTime::Omit] {
+            // Linux `do_utimes` returns before resolving the path.
+            return Ok(());
+        }
+        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            Self::do_utimens(i, times, c)
+        })
+    }
+
+    /// `futimens(3)`.
+    pub fn futimens(&self, fd: Fd, times: [SetTime; 2]) -> Result<()> {
+        self.with_fd(fd, |i, _, c| Self::do_utimens(i, times, c))
+    }
+
+    fn truncate_inode(
+        &self,
+        fs: &MemFs,
+        inode: &Inode,
+        len: u64,
+        creds: &Creds,
+        always_touch: bool,
+    ) -> Result<()> {
+        let crate::inode::Contents::File(d) = &inode.contents else {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        };
+        if len > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut data = d.write();
+        let size = inode.size();
+        let freed = if len < size { data.truncate(len) } else { 0 };
+        fs.charge_pages(-(freed as i64))?;
+        let t = now();
+        let kill = write_kill_bits(inode.mode(), creds);
+        let touch = always_touch || len != size;
+        inode.update(&AttrUpdate {
+            size: Some(len),
+            pages_delta: -(freed as i64),
+            perm: (kill != 0).then(|| inode.mode() & 0o7777 & !kill),
+            times: if touch {
+                Times::modify(t)
+            } else {
+                Times::default()
+            },
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `truncate(2)`.
+    pub fn truncate(&self, path: impl AsRef<Path>, len: u64) -> Result<()> {
+        self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c| {
+            if i.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            i.permission(c, Access::W_OK)?;
+            self.truncate_inode(fs, i, len, c, true)
+        })
+    }
+
+    /// `ftruncate(2)`.
+    pub fn ftruncate(&self, fd: Fd, len: u64) -> Result<()> {
+        let of = self.file(fd)?;
+        if of.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if !of.flags.writable() || of.inode.mode() & S_IFMT != S_IFREG {
+            return Err(Errno::EINVAL);
+        }
+        let g = crossbeam_epoch::pin();
+        self.truncate_inode(&of.mnt.fs, &of.inode, len, self.creds_ref(&g), true)
+    }
+
+    // ---------------------------------------------------------------- cwd, paths
+
+    fn set_cwd(&self, loc: Loc) {
+        let _l = self.ctx_lock.lock();
+        let g = crossbeam_epoch::pin();
+        let old = self.ctx_ref(&g);
+        let new = FsCtx {
+            root: old.root.clone(),
+            cwd: loc,
+        };
+        let old = self.ctx.swap(Owned::new(new), SeqCst, &g);
+        // SAFETY: unreachable now; readers hold guards.
+        unsafe { g.defer_destroy(old) };
+    }
+
+    /// `chdir(2)`.
+    pub fn chdir(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        let loc = self.at(Fd::CWD, path, |cx, start| {
+            retry(|locked| {
+                let mut links = 0;
+                let w = walk::walk(
+                    cx,
+                    start.pos(locked, cx.guard)?,
+                    path,
+                    Flags {
+                        follow: true,
+                        parent: false,
+                    },
+                    locked,
+                    &mut links,
+                )?;
+                let p = w.pos();
+                let i = p.inode()?;
+                if !i.is_dir() {
+                    return Err(Fail::Err(Errno::ENOTDIR));
+                }
+                i.permission(cx.creds, Access::X_OK)?;
+                let d = DRef::try_get(p.d).ok_or(Fail::Retry)?;
+                let loc = Loc::new(p.mnt.clone(), d);
+                w.validate(cx)?;
+                Ok(loc)
+            })
+        })?;
+        self.set_cwd(loc);
+        Ok(())
+    }
+
+    /// `fchdir(2)`.
+    pub fn fchdir(&self, fd: Fd) -> Result<()> {
+        let of = self.file(fd)?;
+        let d = of.dir.clone().ok_or(Errno::ENOTDIR)?;
+        let g = crossbeam_epoch::pin();
+        of.inode.permission(self.creds_ref(&g), Access::X_OK)?;
+        self.set_cwd(Loc::new(of.mnt.clone(), d));
+        Ok(())
+    }
+
+    /// The absolute path of (`mnt`, `d`) as seen from the process root, or `ENOENT` if it
+    /// was removed or is not under the root.
+    fn path_of(&self, mnt: &Arc<Mount>, d: &Dentry, g: &Guard) -> Result<PathBuf> {
+        let ctx = self.ctx_ref(g);
+        'again: loop {
+            let mut parts: Vec<Vec<u8>> = Vec::new();
+            let (mut m, mut cur) = (mnt, d);
+            loop {
+                if std::ptr::eq(cur, &*ctx.root.d) && Arc::ptr_eq(m, &ctx.root.mnt) {
+                    break;
+                }
+                if std::ptr::eq(cur, &*m.root) {
+                    match &m.parent {
+                        Some((pm, pd)) => {
+                            m = pm;
+                            cur = pd;
+                            continue;
+                        }
+                        None => return Err(Errno::ENOENT),
+                    }
+                }
+                let s = cur.seq.read_begin_spin();
+                if cur.flags() & UNHASHED != 0 {
+                    return Err(Errno::ENOENT);
+                }
+                let name = cur.name.to_vec(g);
+                let Some(parent) = cur.parent(g) else {
+                    return Err(Errno::ENOENT);
+                };
+                if cur.seq.read_retry(s) {
+                    continue 'again;
+                }
+                parts.push(name);
+                cur = parent;
+            }
+            let mut out = Vec::new();
+            for p in parts.iter().rev() {
+                out.push(b'/');
+                out.extend_from_slice(p);
+            }
+            if out.is_empty() {
+                out.push(b'/');
+            }
+            return Ok(PathBuf::from(std::ffi::OsString::from_vec(out)));
+        }
+    }
+
+    /// `getcwd(3)`.
+    pub fn getcwd(&self) -> Result<PathBuf> {
+        let g = crossbeam_epoch::pin();
+        let cwd = &self.ctx_ref(&g).cwd;
+        self.path_of(&cwd.mnt, &cwd.d, &g)
+    }
+
+    /// `realpath(3)`: the absolute path with no symlink, `.` or `..`.
+    pub fn realpath(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(Fd::CWD, path, |cx, start| {
+            let p = Self::resolve(cx, start, path, true)?;
+            self.path_of(p.mnt, p.d, cx.guard)
+        })
+    }
+
+    /// `statfs(2)`.
+    pub fn statfs(&self, path: impl AsRef<Path>) -> Result<StatFs> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(Fd::CWD, path, |cx, start| {
+            Ok(Self::resolve(cx, start, path, true)?.mnt.fs.statfs())
+        })
+    }
+
+    /// `fstatfs(2)`.
+    pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+        Ok(self.file(fd)?.mnt.fs.statfs())
+    }
+
+    /// `fsync(2)`: memfs holds everything in memory; checks the descriptor.
+    pub fn fsync(&self, fd: Fd) -> Result<()> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        Ok(())
+    }
+
+    /// `fdatasync(2)`.
+    pub fn fdatasync(&self, fd: Fd) -> Result<()> {
+        self.fsync(fd)
+    }
+
+    /// `dup(2)`.
+    pub fn dup(&self, fd: Fd) -> Result<Fd> {
+        let mut t = self.files.lock();
+        let f = t.get(fd)?;
+        t.insert(f)
+    }
+
+    /// `dup2(2)`.
+    pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        let mut t = self.files.lock();
+        let f = t.get(old)?;
+        if old == new {
+            return Ok(new);
+        }
+        let prev = t.set(new, f)?;
+        drop(t);
+        if let Some(p) = prev {
+            Self::release(p);
+        }
+        Ok(new)
+    }
+
+    // ---------------------------------------------------------------- mounts
+
+    /// Mounts `fs` on the directory `path` (root only).
+    pub fn mount(&self, path: impl AsRef<Path>, fs: Arc<MemFs>) -> Result<()> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if self.creds().uid != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.at(Fd::CWD, path, |cx, start| {
+            let p = Self::resolve(cx, start, path, true)?;
+            if !p.inode.ok_or(Errno::ENOENT)?.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            let d = DRef::try_get(p.d).ok_or(Errno::ENOENT)?;
+            if d.flags() & UNHASHED != 0 {
+                return Err(Errno::ENOENT);
+            }
+            let root = fs.root().clone();
+            let m = Arc::new(Mount {
+                id: self.vfs.next_mount_id(),
+                fs,
+                root,
+                parent: Some((p.mnt.clone(), d)),
+                users: Default::default(),
+            });
+            let _l = self.vfs.lock_mounts();
+            let old = walk::mount_table(&self.vfs, cx.guard);
+            let mut all = old.all.clone();
+            all.push(m);
+            self.vfs.mount_seq.write_begin();
+            p.d.flags.fetch_or(MOUNTED, SeqCst);
+            self.vfs.publish_mounts(MountTable::build(all), cx.guard);
+            self.vfs.mount_seq.write_end();
+            Ok(())
+        })
+    }
+
+    /// Unmounts the file system mounted at `path` (root only): `EBUSY` while files,
+    /// working directories or other mounts are inside it, `EINVAL` if `path` is not a mount.
+    pub fn umount(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if self.creds().uid != 0 {
+            return Err(Errno::EPERM);
+        }
+        self.at(Fd::CWD, path, |cx, start| {
+            let p = Self::resolve(cx, start, path, true)?;
+            if !std::ptr::eq(p.d, &*p.mnt.root) || p.mnt.parent.is_none() {
+                return Err(Errno::EINVAL);
+            }
+            let target = p.mnt.clone();
+            let _l = self.vfs.lock_mounts();
+            let old = walk::mount_table(&self.vfs, cx.guard);
+            if !old.all.iter().any(|m| Arc::ptr_eq(m, &target)) {
+                return Err(Errno::EINVAL);
+            }
+            if old.all.iter().any(|m| {
+                m.parent
+                    .as_ref()
+                    .is_some_and(|(pm, _)| Arc::ptr_eq(pm, &target))
+            }) {
+                return Err(Errno::EBUSY);
+            }
+            self.vfs.mount_seq.write_begin();
+            fence(SeqCst);
+            if target.users.sum() != 0 {
+                self.vfs.mount_seq.write_end();
+                return Err(Errno::EBUSY);
+            }
+            let all: Vec<_> = old
+                .all
+                .iter()
+                .filter(|m| !Arc::ptr_eq(m, &target))
+                .cloned()
+                .collect();
+            let (pm, pd) = target.parent.as_ref().expect("checked above");
+            if !all
+                .iter()
+                .any(|m| m.parent.as_ref().is_some_and(|(_, d)| d == pd))
+            {
+                pd.flags.fetch_and(!MOUNTED, SeqCst);
+            }
+            let _ = pm;
+            self.vfs.publish_mounts(MountTable::build(all), cx.guard);
+            self.vfs.mount_seq.write_end();
+            Ok(())
+        })
+    }
+
+    // ---------------------------------------------------------------- convenience
+
+    /// Reads a whole file, like `std::fs::read`.
+    pub fn read_file(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let fd = self.open(path, OFlags::RDONLY, 0)?;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let r = loop {
+            match self.read(fd, &mut buf) {
+                Ok(0) => break Ok(out),
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+                Err(e) => break Err(e),
+            }
+        };
+        self.close(fd)?;
+        r
+    }
+
+    /// Reads a whole file as UTF-8 (`EINVAL` if it is not).
+    pub fn read_to_string(&self, path: impl AsRef<Path>) -> Result<String> {
+        String::from_utf8(self.read_file(path)?).map_err(|_| Errno::EINVAL)
+    }
+
+    /// Creates or truncates a file and writes `data`, like `std::fs::write`.
+    pub fn write_file(&self, path: impl AsRef<Path>, data: &[u8]) -> Result<()> {
+        let fd = self.open(path, OFlags::WRONLY | OFlags::CREAT | OFlags::TRUNC, 0o666)?;
+        let mut done = 0;
+        let r = loop {
+            if done == data.len() {
+                break Ok(());
+            }
+            match self.write(fd, &data[done..]) {
+                Ok(n) => done += n,
+                Err(e) => break Err(e),
+            }
+        };
+        self.close(fd)?;
+        r
+    }
+
+    /// Creates a directory and its missing parents, like `std::fs::create_dir_all`.
+    pub fn create_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        match self.mkdir(path, 0o777) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EEXIST) => {
+                return if self.stat(path)?.is_dir() {
+                    Ok(())
+                } else {
+                    Err(Errno::EEXIST)
+                };
+            }
+            Err(Errno::ENOENT) => {}
+            Err(e) => return Err(e),
+        }
+        match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => self.create_dir_all(p)?,
+            _ => return Err(Errno::ENOENT),
+        }
+        match self.mkdir(path, 0o777) {
+            Err(Errno::EEXIST) if self.stat(path)?.is_dir() => Ok(()),
+            r => r,
+        }
+    }
+
+    /// Lists a directory without `.` and `..`, like `std::fs::read_dir`.
+    pub fn read_dir(&self, path: impl AsRef<Path>) -> Result<Vec<DirEntry>> {
+        let fd = self.open(path, OFlags::RDONLY | OFlags::DIRECTORY, 0)?;
+        let mut out = Vec::new();
+        let r = loop {
+            match self.getdents(fd, 1024) {
+                Ok(v) if v.is_empty() => break Ok(()),
+                Ok(v) => out.extend(v.into_iter().filter(|e| e.name != b"." && e.name != b"..")),
+                Err(e) => break Err(e),
+            }
+        };
+        self.close(fd)?;
+        r.map(|_| out)
+    }
+
+    /// Removes a directory and everything in it, like `std::fs::remove_dir_all`. Symlinks
+    /// are removed, never followed.
+    pub fn remove_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let st = self.lstat(path)?;
+        if !st.is_dir() {
+            return self.unlink(path);
+        }
+        for e in self.read_dir(path)? {
+            let child = path.join(std::ffi::OsStr::from_bytes(&e.name));
+            if e.file_type == FileType::Directory {
+                self.remove_dir_all(&child)?;
+            } else {
+                self.unlink(&child)?;
+            }
+        }
+        self.rmdir(path)
+    }
+
+    /// Every path under `path` (depth first, directories before their contents), with its
+    /// `lstat`, like a recursive `read_dir`.
+    pub fn walk_tree(&self, path: impl AsRef<Path>) -> Result<Vec<(PathBuf, Stat)>> {
+        let mut out = Vec::new();
+        let root = path.as_ref().to_path_buf();
+        let st = self.lstat(&root)?;
+        let mut stack = vec![(root, st)];
+        while let Some((p, st)) = stack.pop() {
+            if st.is_dir() {
+                let mut kids = self.read_dir(&p)?;
+                kids.sort_by(|a, b| b.name.cmp(&a.name));
+                for e in kids {
+                    let c = p.join(std::ffi::OsStr::from_bytes(&e.name));
+                    let cs = self.lstat(&c)?;
+                    stack.push((c, cs));
+                }
+            }
+            out.push((p, st));
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `a` is `b` or one of its ancestors. The caller holds the rename lock of their
+/// file system, so directory parents do not change.
+fn is_ancestor(a: &Dentry, b: &Dentry, g: &Guard) -> bool {
+    let mut cur = Some(b);
+    while let Some(c) = cur {
+        if std::ptr::eq(a, c) {
+            return true;
+        }
+        cur = c.parent(g);
+    }
+    false
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // SAFETY: we are the last user of this process's pointers.
+        unsafe {
+            let g = crossbeam_epoch::unprotected();
+            let c = self.ctx.load(Relaxed, g);
+            if !c.is_null() {
+                drop(c.into_owned());
+            }
+            let c = self.creds.load(Relaxed, g);
+            if !c.is_null() {
+                drop(c.into_owned());
+            }
+        }
+        let files = std::mem::take(&mut *self.files.lock());
+        drop(files);
+    }
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Process({:?})", self.creds())
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn ok<T: Send + Sync>() {}
+    ok::<Process>();
+    ok::<Vfs>();
+}

@@ -1,0 +1,319 @@
+//! The system under test: a fresh `scalevfs` memfs as a [`Sys`].
+
+use super::oracle::{Cred, Dir, Res, St, Sys, E, H, T};
+use scalevfs::{Access, Whence};
+use scalevfs::{AtFlags, Creds, Errno, Fd, OFlags, Process, RenameFlags, SetTime, Timespec, Vfs};
+use std::ffi::OsStr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A fresh engine, boxed for the runner.
+pub fn new_sys() -> Box<dyn Sys> {
+    Box::new(Engine::new())
+}
+
+pub struct Engine {
+    _vfs: Arc<Vfs>,
+    p: Process,
+    fds: Vec<Option<Fd>>,
+}
+
+impl Engine {
+    /// A fresh memfs as root, umask 022.
+    pub fn new() -> Engine {
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        Engine {
+            _vfs: vfs,
+            p,
+            fds: Vec::new(),
+        }
+    }
+
+    fn fd(&self, h: H) -> Res<Fd> {
+        match self.fds.get(h.0) {
+            Some(Some(fd)) => Ok(*fd),
+            _ => Err(E::EBADF),
+        }
+    }
+
+    fn dir(&self, d: Dir) -> Res<Fd> {
+        match d {
+            Dir::Cwd => Ok(Fd::CWD),
+            Dir::Fd(h) => self.fd(h),
+        }
+    }
+}
+
+fn path(p: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(p))
+}
+
+fn e(e: Errno) -> E {
+    E(e.raw())
+}
+
+fn st(s: scalevfs::Stat) -> St {
+    St {
+        dev: s.dev,
+        ino: s.ino,
+        mode: s.mode,
+        nlink: u64::from(s.nlink),
+        uid: s.uid,
+        gid: s.gid,
+        size: s.size,
+        blocks: s.blocks,
+        atime: (s.atime.sec, s.atime.nsec),
+        mtime: (s.mtime.sec, s.mtime.nsec),
+        ctime: (s.ctime.sec, s.ctime.nsec),
+    }
+}
+
+fn set_time(t: T) -> SetTime {
+    match t {
+        T::Now => SetTime::Now,
+        T::Omit => SetTime::Omit,
+        T::Set(sec, nsec) => SetTime::Set(Timespec { sec, nsec }),
+    }
+}
+
+impl Sys for Engine {
+    fn name(&self) -> &'static str {
+        "engine"
+    }
+    fn is_oracle(&self) -> bool {
+        false
+    }
+
+    fn set_creds(&mut self, c: &Cred) {
+        self.p.set_creds(Creds {
+            uid: c.euid,
+            gid: c.egid,
+            groups: c.groups.clone(),
+            ruid: c.ruid,
+            rgid: c.rgid,
+        });
+    }
+
+    fn umask(&mut self, mask: u32) -> u32 {
+        self.p.umask(mask)
+    }
+
+    fn open(&mut self, d: Dir, p: &[u8], flags: u32, mode: u32) -> Res<H> {
+        let flags = OFlags(flags);
+        let fd = match d {
+            Dir::Cwd => self.p.open(path(p), flags, mode),
+            d => self.p.openat(self.dir(d)?, path(p), flags, mode),
+        }
+        .map_err(e)?;
+        self.fds.push(Some(fd));
+        Ok(H(self.fds.len() - 1))
+    }
+
+    fn close(&mut self, h: H) -> Res<()> {
+        let fd = self.fd(h)?;
+        self.fds[h.0] = None;
+        self.p.close(fd).map_err(e)
+    }
+
+    fn read(&mut self, h: H, n: usize) -> Res<Vec<u8>> {
+        let mut buf = vec![0u8; n];
+        let got = self.p.read(self.fd(h)?, &mut buf).map_err(e)?;
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    fn write(&mut self, h: H, data: &[u8]) -> Res<usize> {
+        self.p.write(self.fd(h)?, data).map_err(e)
+    }
+
+    fn pread(&mut self, h: H, n: usize, off: u64) -> Res<Vec<u8>> {
+        let mut buf = vec![0u8; n];
+        let got = self.p.pread(self.fd(h)?, &mut buf, off).map_err(e)?;
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    fn pwrite(&mut self, h: H, data: &[u8], off: u64) -> Res<usize> {
+        self.p.pwrite(self.fd(h)?, data, off).map_err(e)
+    }
+
+    fn lseek(&mut self, h: H, off: i64, whence: u32) -> Res<u64> {
+        let w = match whence {
+            0 => Whence::Set,
+            1 => Whence::Cur,
+            _ => Whence::End,
+        };
+        self.p.lseek(self.fd(h)?, off, w).map_err(e)
+    }
+
+    fn fstat(&mut self, h: H) -> Res<St> {
+        self.p.fstat(self.fd(h)?).map(st).map_err(e)
+    }
+
+    fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
+        self.p.ftruncate(self.fd(h)?, len).map_err(e)
+    }
+
+    fn fchmod(&mut self, h: H, mode: u32) -> Res<()> {
+        self.p.fchmod(self.fd(h)?, mode).map_err(e)
+    }
+
+    fn fchown(&mut self, h: H, uid: Option<u32>, gid: Option<u32>) -> Res<()> {
+        self.p.fchown(self.fd(h)?, uid, gid).map_err(e)
+    }
+
+    fn fchdir(&mut self, h: H) -> Res<()> {
+        self.p.fchdir(self.fd(h)?).map_err(e)
+    }
+
+    fn getdents(&mut self, h: H) -> Res<Vec<(Vec<u8>, u8)>> {
+        let fd = self.fd(h)?;
+        let mut out = Vec::new();
+        loop {
+            let batch = self.p.getdents(fd, 7).map_err(e)?;
+            if batch.is_empty() {
+                return Ok(out);
+            }
+            out.extend(batch.into_iter().map(|d| (d.name, d.file_type.d_type())));
+        }
+    }
+
+    fn mkdir(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        match d {
+            Dir::Cwd => self.p.mkdir(path(p), mode),
+            d => self.p.mkdirat(self.dir(d)?, path(p), mode),
+        }
+        .map_err(e)
+    }
+
+    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        self.p.mknodat(self.dir(d)?, path(p), mode, 0).map_err(e)
+    }
+
+    fn unlink(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<()> {
+        match (d, flags) {
+            (Dir::Cwd, 0) => self.p.unlink(path(p)),
+            (Dir::Cwd, 0x200) => self.p.rmdir(path(p)),
+            (d, f) => self.p.unlinkat(self.dir(d)?, path(p), AtFlags(f)),
+        }
+        .map_err(e)
+    }
+
+    fn rename(&mut self, od: Dir, old: &[u8], nd: Dir, new: &[u8], flags: u32) -> Res<()> {
+        match (od, nd, flags) {
+            (Dir::Cwd, Dir::Cwd, 0) => self.p.rename(path(old), path(new)),
+            _ => self.p.renameat2(
+                self.dir(od)?,
+                path(old),
+                self.dir(nd)?,
+                path(new),
+                RenameFlags(flags),
+            ),
+        }
+        .map_err(e)
+    }
+
+    fn link(&mut self, od: Dir, old: &[u8], nd: Dir, new: &[u8], flags: u32) -> Res<()> {
+        match (od, nd, flags) {
+            (Dir::Cwd, Dir::Cwd, 0) => self.p.link(path(old), path(new)),
+            _ => self.p.linkat(
+                self.dir(od)?,
+                path(old),
+                self.dir(nd)?,
+                path(new),
+                AtFlags(flags),
+            ),
+        }
+        .map_err(e)
+    }
+
+    fn symlink(&mut self, target: &[u8], d: Dir, p: &[u8]) -> Res<()> {
+        match d {
+            Dir::Cwd => self.p.symlink(path(target), path(p)),
+            d => self.p.symlinkat(path(target), self.dir(d)?, path(p)),
+        }
+        .map_err(e)
+    }
+
+    fn readlink(&mut self, d: Dir, p: &[u8]) -> Res<Vec<u8>> {
+        match d {
+            Dir::Cwd => self.p.readlink(path(p)),
+            d => self.p.readlinkat(self.dir(d)?, path(p)),
+        }
+        .map_err(e)
+    }
+
+    fn stat(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<St> {
+        match (d, flags) {
+            (Dir::Cwd, 0) => self.p.stat(path(p)),
+            (Dir::Cwd, 0x100) => self.p.lstat(path(p)),
+            (d, f) => self.p.fstatat(self.dir(d)?, path(p), AtFlags(f)),
+        }
+        .map(st)
+        .map_err(e)
+    }
+
+    fn access(&mut self, d: Dir, p: &[u8], mode: u32, flags: u32) -> Res<()> {
+        match (d, flags) {
+            (Dir::Cwd, 0) => self.p.access(path(p), Access(mode)),
+            (d, f) => self
+                .p
+                .faccessat(self.dir(d)?, path(p), Access(mode), AtFlags(f)),
+        }
+        .map_err(e)
+    }
+
+    fn chmod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        match d {
+            Dir::Cwd => self.p.chmod(path(p), mode),
+            d => self
+                .p
+                .fchmodat(self.dir(d)?, path(p), mode, AtFlags::empty()),
+        }
+        .map_err(e)
+    }
+
+    fn chown(
+        &mut self,
+        d: Dir,
+        p: &[u8],
+        uid: Option<u32>,
+        gid: Option<u32>,
+        flags: u32,
+    ) -> Res<()> {
+        match (d, flags) {
+            (Dir::Cwd, 0) => self.p.chown(path(p), uid, gid),
+            (Dir::Cwd, 0x100) => self.p.lchown(path(p), uid, gid),
+            (d, f) => self.p.fchownat(self.dir(d)?, path(p), uid, gid, AtFlags(f)),
+        }
+        .map_err(e)
+    }
+
+    fn truncate(&mut self, p: &[u8], len: u64) -> Res<()> {
+        self.p.truncate(path(p), len).map_err(e)
+    }
+
+    fn utimens(&mut self, d: Dir, p: &[u8], times: [T; 2], flags: u32) -> Res<()> {
+        self.p
+            .utimensat(
+                self.dir(d)?,
+                path(p),
+                [set_time(times[0]), set_time(times[1])],
+                AtFlags(flags),
+            )
+            .map_err(e)
+    }
+
+    fn chdir(&mut self, p: &[u8]) -> Res<()> {
+        self.p.chdir(path(p)).map_err(e)
+    }
+
+    fn getcwd(&mut self) -> Res<Vec<u8>> {
+        self.p
+            .getcwd()
+            .map(|p| p.into_os_string().into_vec())
+            .map_err(e)
+    }
+}

@@ -1,0 +1,465 @@
+//! The oracle: the host kernel on a tmpfs directory that the test process has made its root.
+//!
+//! The first [`Kernel::session`] makes a fresh directory under `/dev/shm` (a tmpfs) and
+//! `chroot`s the whole process into it, so kernel and engine see the same absolute paths. All
+//! tests of a binary share that one root, so a session holds a global lock, and starts by
+//! emptying `/`. Credentials are switched per thread (`setresuid` and friends are per thread at
+//! the system-call level) with the saved uid kept at 0; dropping the session restores root,
+//! the working directory and the umask, also when a case panics.
+
+use super::oracle::{Cred, Dir, Res, St, Sys, E, H, T};
+use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, CWD};
+use rustix::process::{Gid, Uid};
+use std::ffi::CString;
+use std::mem::MaybeUninit;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Why the kernel cannot be the oracle here, if it cannot.
+static ROOTED: OnceLock<Result<(), String>> = OnceLock::new();
+static LOCK: Mutex<()> = Mutex::new(());
+static PROTECTIONS: OnceLock<Protections> = OnceLock::new();
+
+/// The host's `fs.protected_*` sysctls, read before the chroot. They are host policy, not file
+/// system semantics: cases and plans stay out of the situations they govern when they are on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Protections {
+    pub symlinks: bool,
+    pub hardlinks: bool,
+    pub regular: bool,
+    pub fifos: bool,
+}
+
+/// The host's protections; all off when the kernel side does not run.
+pub fn protections() -> Protections {
+    available();
+    PROTECTIONS.get().copied().unwrap_or_default()
+}
+
+fn read_protections() -> Protections {
+    let on = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/fs/{name}"))
+            .map(|v| v.trim() != "0")
+            .unwrap_or(false)
+    };
+    Protections {
+        symlinks: on("protected_symlinks"),
+        hardlinks: on("protected_hardlinks"),
+        regular: on("protected_regular"),
+        fifos: on("protected_fifos"),
+    }
+}
+
+fn chroot_once() -> Result<(), String> {
+    if !rustix::process::geteuid().is_root() {
+        return Err("not running as root: cannot chroot into a tmpfs directory".into());
+    }
+    let _ = PROTECTIONS.set(read_protections());
+    let base = std::path::Path::new("/dev/shm");
+    // Directories left by earlier runs whose process is gone.
+    if let Ok(rd) = std::fs::read_dir(base) {
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if let Some(pid) = name.strip_prefix("scalevfs-oracle-") {
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+    }
+    let dir = base.join(format!("scalevfs-oracle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+    std::os::unix::fs::chroot(&dir).map_err(|e| format!("chroot {}: {e}", dir.display()))?;
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
+    Ok(())
+}
+
+/// Whether the kernel oracle is usable; prints why not, once, when it is not. Not being root
+/// skips the differential tests; being root and failing to set up the chroot is an error, so a
+/// broken CI machine cannot pass by skipping.
+pub fn available() -> bool {
+    match ROOTED.get_or_init(chroot_once) {
+        Ok(()) => true,
+        Err(why) if rustix::process::geteuid().is_root() => {
+            panic!("differential tests: cannot set up the kernel oracle as root: {why}")
+        }
+        Err(why) => {
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "\n*** differential tests SKIPPED: {why}.\n*** Run them as root \
+                     (CI does) to compare the engine with the kernel's tmpfs.\n"
+                )
+            });
+            false
+        }
+    }
+}
+
+fn errno(e: rustix::io::Errno) -> E {
+    E(e.raw_os_error())
+}
+
+fn become_root() {
+    rustix::thread::set_thread_res_uid(Uid::ROOT, Uid::ROOT, Uid::ROOT).expect("setresuid root");
+    rustix::thread::set_thread_res_gid(Gid::ROOT, Gid::ROOT, Gid::ROOT).expect("setresgid root");
+    rustix::thread::set_thread_groups(&[]).expect("setgroups");
+}
+
+/// Empties `/` and resets its mode and owner, the working directory and the umask.
+fn reset_root() {
+    become_root();
+    rustix::process::chdir("/").expect("chdir /");
+    rustix::process::umask(Mode::from_raw_mode(0o022));
+    for e in std::fs::read_dir("/").expect("read_dir /") {
+        let e = e.expect("dirent");
+        let p = e.path();
+        let r = if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        r.unwrap_or_else(|err| panic!("reset: remove {}: {err}", p.display()));
+    }
+    rfs::chmod("/", Mode::from_raw_mode(0o1777)).expect("chmod /");
+    rfs::chown("/", Some(Uid::ROOT), Some(Gid::ROOT)).expect("chown /");
+}
+
+/// The host kernel as a [`Sys`]. One at a time per process; see the module docs.
+pub struct Kernel {
+    fds: Vec<Option<OwnedFd>>,
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl Kernel {
+    /// Takes the global lock and starts from an empty `/`. `None` when not root.
+    pub fn session() -> Option<Kernel> {
+        if !available() {
+            return None;
+        }
+        let lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        reset_root();
+        Some(Kernel {
+            fds: Vec::new(),
+            _lock: lock,
+        })
+    }
+
+    fn fd(&self, h: H) -> Res<BorrowedFd<'_>> {
+        match self.fds.get(h.0) {
+            Some(Some(fd)) => Ok(fd.as_fd()),
+            _ => Err(E::EBADF),
+        }
+    }
+
+    fn dir(&self, d: Dir) -> Res<BorrowedFd<'_>> {
+        match d {
+            Dir::Cwd => Ok(CWD),
+            Dir::Fd(h) => self.fd(h),
+        }
+    }
+}
+
+impl Drop for Kernel {
+    fn drop(&mut self) {
+        self.fds.clear();
+        become_root();
+        let _ = rustix::process::chdir("/");
+        rustix::process::umask(Mode::from_raw_mode(0o022));
+    }
+}
+
+fn ts(t: T) -> Timespec {
+    match t {
+        T::Now => Timespec {
+            tv_sec: 0,
+            tv_nsec: rfs::UTIME_NOW,
+        },
+        T::Omit => Timespec {
+            tv_sec: 0,
+            tv_nsec: rfs::UTIME_OMIT,
+        },
+        T::Set(s, n) => Timespec {
+            tv_sec: s,
+            tv_nsec: n.into(),
+        },
+    }
+}
+
+fn st(s: rfs::Stat) -> St {
+    #[allow(clippy::unnecessary_cast)]
+    St {
+        dev: s.st_dev as u64,
+        ino: s.st_ino as u64,
+        mode: s.st_mode as u32,
+        nlink: s.st_nlink as u64,
+        uid: s.st_uid as u32,
+        gid: s.st_gid as u32,
+        size: s.st_size as u64,
+        blocks: s.st_blocks as u64,
+        atime: (s.st_atime as i64, s.st_atime_nsec as u32),
+        mtime: (s.st_mtime as i64, s.st_mtime_nsec as u32),
+        ctime: (s.st_ctime as i64, s.st_ctime_nsec as u32),
+    }
+}
+
+extern "C" {
+    // rustix has no path-based truncate, and ftruncate(2) differs from truncate(2) (it updates
+    // the times even when the size does not change). libc is linked by std anyway.
+    fn truncate(path: *const std::ffi::c_char, length: i64) -> std::ffi::c_int;
+    // rustix's mknodat cannot pass a type of 0 (which Linux takes as a regular file) or an
+    // invalid type.
+    fn mknodat(
+        dirfd: std::ffi::c_int,
+        path: *const std::ffi::c_char,
+        mode: u32,
+        dev: u64,
+    ) -> std::ffi::c_int;
+}
+
+fn last_errno() -> E {
+    E(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+}
+
+impl Sys for Kernel {
+    fn name(&self) -> &'static str {
+        "kernel"
+    }
+    fn is_oracle(&self) -> bool {
+        true
+    }
+
+    fn set_creds(&mut self, c: &Cred) {
+        become_root();
+        if *c == Cred::root() {
+            return;
+        }
+        let groups: Vec<Gid> = c.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+        rustix::thread::set_thread_groups(&groups).expect("setgroups");
+        rustix::thread::set_thread_res_gid(Gid::from_raw(c.rgid), Gid::from_raw(c.egid), Gid::ROOT)
+            .expect("setresgid");
+        rustix::thread::set_thread_res_uid(Uid::from_raw(c.ruid), Uid::from_raw(c.euid), Uid::ROOT)
+            .expect("setresuid");
+    }
+
+    fn umask(&mut self, mask: u32) -> u32 {
+        rustix::process::umask(Mode::from_raw_mode(mask)).as_raw_mode()
+    }
+
+    fn open(&mut self, d: Dir, p: &[u8], flags: u32, mode: u32) -> Res<H> {
+        let mut oflags = OFlags::from_bits_retain(flags) | OFlags::CLOEXEC;
+        // Safety net: opening a FIFO blocks until the other end opens, which would hang the
+        // whole suite. Cases keep away from it; if one does not, it gets O_NONBLOCK here and a
+        // visible difference instead of a hang.
+        let follow = if oflags.contains(OFlags::NOFOLLOW) {
+            AtFlags::SYMLINK_NOFOLLOW
+        } else {
+            AtFlags::empty()
+        };
+        if let Ok(s) = rfs::statat(self.dir(d)?, p, follow) {
+            if s.st_mode & 0o170000 == 0o010000 {
+                oflags |= OFlags::NONBLOCK;
+            }
+        }
+        let fd = rfs::openat(self.dir(d)?, p, oflags, Mode::from_raw_mode(mode)).map_err(errno)?;
+        self.fds.push(Some(fd));
+        Ok(H(self.fds.len() - 1))
+    }
+
+    fn close(&mut self, h: H) -> Res<()> {
+        match self.fds.get_mut(h.0).and_then(Option::take) {
+            Some(fd) => {
+                drop(fd);
+                Ok(())
+            }
+            None => Err(E::EBADF),
+        }
+    }
+
+    fn read(&mut self, h: H, n: usize) -> Res<Vec<u8>> {
+        let mut buf = vec![0u8; n];
+        let got = rustix::io::read(self.fd(h)?, &mut buf[..]).map_err(errno)?;
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    fn write(&mut self, h: H, data: &[u8]) -> Res<usize> {
+        rustix::io::write(self.fd(h)?, data).map_err(errno)
+    }
+
+    fn pread(&mut self, h: H, n: usize, off: u64) -> Res<Vec<u8>> {
+        let mut buf = vec![0u8; n];
+        let got = rustix::io::pread(self.fd(h)?, &mut buf[..], off).map_err(errno)?;
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    fn pwrite(&mut self, h: H, data: &[u8], off: u64) -> Res<usize> {
+        rustix::io::pwrite(self.fd(h)?, data, off).map_err(errno)
+    }
+
+    fn lseek(&mut self, h: H, off: i64, whence: u32) -> Res<u64> {
+        let pos = match whence {
+            0 => rfs::SeekFrom::Start(off as u64),
+            1 => rfs::SeekFrom::Current(off),
+            _ => rfs::SeekFrom::End(off),
+        };
+        rfs::seek(self.fd(h)?, pos).map_err(errno)
+    }
+
+    fn fstat(&mut self, h: H) -> Res<St> {
+        rfs::fstat(self.fd(h)?).map(st).map_err(errno)
+    }
+
+    fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
+        rfs::ftruncate(self.fd(h)?, len).map_err(errno)
+    }
+
+    fn fchmod(&mut self, h: H, mode: u32) -> Res<()> {
+        rfs::fchmod(self.fd(h)?, Mode::from_raw_mode(mode)).map_err(errno)
+    }
+
+    fn fchown(&mut self, h: H, uid: Option<u32>, gid: Option<u32>) -> Res<()> {
+        rfs::fchown(self.fd(h)?, uid.map(Uid::from_raw), gid.map(Gid::from_raw)).map_err(errno)
+    }
+
+    fn fchdir(&mut self, h: H) -> Res<()> {
+        rustix::process::fchdir(self.fd(h)?).map_err(errno)
+    }
+
+    fn getdents(&mut self, h: H) -> Res<Vec<(Vec<u8>, u8)>> {
+        let fd = self.fd(h)?;
+        let mut buf = vec![MaybeUninit::<u8>::uninit(); 8192];
+        let mut dir = rfs::RawDir::new(fd, &mut buf);
+        let mut out = Vec::new();
+        while let Some(e) = dir.next() {
+            let e = e.map_err(errno)?;
+            let t = (e.file_type().as_raw_mode() >> 12) as u8;
+            out.push((e.file_name().to_bytes().to_vec(), t));
+        }
+        Ok(out)
+    }
+
+    fn mkdir(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        rfs::mkdirat(self.dir(d)?, p, Mode::from_raw_mode(mode)).map_err(errno)
+    }
+
+    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        let dirfd = self.dir(d)?.as_raw_fd();
+        let c = CString::new(p).map_err(|_| E::EINVAL)?;
+        // SAFETY: `c` is a valid NUL-terminated string that outlives the call; `dirfd` is open
+        // (or AT_FDCWD) for the duration of the call.
+        let r = unsafe { mknodat(dirfd, c.as_ptr(), mode, 0) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(last_errno())
+        }
+    }
+
+    fn unlink(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<()> {
+        rfs::unlinkat(self.dir(d)?, p, AtFlags::from_bits_retain(flags)).map_err(errno)
+    }
+
+    fn rename(&mut self, od: Dir, old: &[u8], nd: Dir, new: &[u8], flags: u32) -> Res<()> {
+        rfs::renameat_with(
+            self.dir(od)?,
+            old,
+            self.dir(nd)?,
+            new,
+            RenameFlags::from_bits_retain(flags),
+        )
+        .map_err(errno)
+    }
+
+    fn link(&mut self, od: Dir, old: &[u8], nd: Dir, new: &[u8], flags: u32) -> Res<()> {
+        rfs::linkat(
+            self.dir(od)?,
+            old,
+            self.dir(nd)?,
+            new,
+            AtFlags::from_bits_retain(flags),
+        )
+        .map_err(errno)
+    }
+
+    fn symlink(&mut self, target: &[u8], d: Dir, p: &[u8]) -> Res<()> {
+        rfs::symlinkat(target, self.dir(d)?, p).map_err(errno)
+    }
+
+    fn readlink(&mut self, d: Dir, p: &[u8]) -> Res<Vec<u8>> {
+        rfs::readlinkat(self.dir(d)?, p, Vec::new())
+            .map(|c| c.into_bytes())
+            .map_err(errno)
+    }
+
+    fn stat(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<St> {
+        rfs::statat(self.dir(d)?, p, AtFlags::from_bits_retain(flags))
+            .map(st)
+            .map_err(errno)
+    }
+
+    fn access(&mut self, d: Dir, p: &[u8], mode: u32, flags: u32) -> Res<()> {
+        rfs::accessat(
+            self.dir(d)?,
+            p,
+            rfs::Access::from_bits_retain(mode),
+            AtFlags::from_bits_retain(flags),
+        )
+        .map_err(errno)
+    }
+
+    fn chmod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+        rfs::chmodat(self.dir(d)?, p, Mode::from_raw_mode(mode), AtFlags::empty()).map_err(errno)
+    }
+
+    fn chown(
+        &mut self,
+        d: Dir,
+        p: &[u8],
+        uid: Option<u32>,
+        gid: Option<u32>,
+        flags: u32,
+    ) -> Res<()> {
+        rfs::chownat(
+            self.dir(d)?,
+            p,
+            uid.map(Uid::from_raw),
+            gid.map(Gid::from_raw),
+            AtFlags::from_bits_retain(flags),
+        )
+        .map_err(errno)
+    }
+
+    fn truncate(&mut self, p: &[u8], len: u64) -> Res<()> {
+        let c = CString::new(p).map_err(|_| E::EINVAL)?;
+        let len = i64::try_from(len).map_err(|_| E::EINVAL)?;
+        // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+        let r = unsafe { truncate(c.as_ptr(), len) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(last_errno())
+        }
+    }
+
+    fn utimens(&mut self, d: Dir, p: &[u8], times: [T; 2], flags: u32) -> Res<()> {
+        let t = Timestamps {
+            last_access: ts(times[0]),
+            last_modification: ts(times[1]),
+        };
+        rfs::utimensat(self.dir(d)?, p, &t, AtFlags::from_bits_retain(flags)).map_err(errno)
+    }
+
+    fn chdir(&mut self, p: &[u8]) -> Res<()> {
+        rustix::process::chdir(p).map_err(errno)
+    }
+
+    fn getcwd(&mut self) -> Res<Vec<u8>> {
+        rustix::process::getcwd(Vec::new())
+            .map(|c| c.into_bytes())
+            .map_err(errno)
+    }
+}

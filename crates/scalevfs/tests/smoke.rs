@@ -1,0 +1,228 @@
+//! Basic behaviour of the API, engine only. The kernel-compared suites are in
+//! `semantics.rs` and `plans.rs`.
+
+use scalevfs::*;
+
+fn root() -> Process {
+    Vfs::new_memfs().process(Creds::root())
+}
+
+#[test]
+fn files_dirs_links() {
+    let p = root();
+    p.create_dir_all("/a/b/c").unwrap();
+    p.write_file("/a/b/c/f", b"hello world").unwrap();
+    assert_eq!(p.read_file("/a/b/c/f").unwrap(), b"hello world");
+    let st = p.stat("/a/b/c/f").unwrap();
+    assert_eq!(st.size, 11);
+    assert_eq!(st.nlink, 1);
+    assert_eq!(st.blocks, 8);
+    assert_eq!(p.stat("/a/b").unwrap().nlink, 3);
+    p.link("/a/b/c/f", "/a/g").unwrap();
+    assert_eq!(p.stat("/a/g").unwrap().nlink, 2);
+    assert_eq!(p.stat("/a/g").unwrap().ino, st.ino);
+    p.symlink("b/c/f", "/a/s").unwrap();
+    assert_eq!(p.readlink("/a/s").unwrap(), b"b/c/f");
+    assert_eq!(p.stat("/a/s").unwrap().ino, st.ino);
+    assert!(p.lstat("/a/s").unwrap().is_symlink());
+    p.unlink("/a/b/c/f").unwrap();
+    assert_eq!(p.stat("/a/g").unwrap().nlink, 1);
+    assert_eq!(p.stat("/a/s"), Err(Errno::ENOENT));
+    assert_eq!(p.stat("/a/b/c/f"), Err(Errno::ENOENT));
+    assert_eq!(p.rmdir("/a/b"), Err(Errno::ENOTEMPTY));
+    p.rmdir("/a/b/c").unwrap();
+    assert_eq!(p.stat("/a/b").unwrap().nlink, 2);
+    let mut names: Vec<_> = p
+        .read_dir("/a")
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, vec![b"b".to_vec(), b"g".to_vec(), b"s".to_vec()]);
+}
+
+#[test]
+fn rename_rules() {
+    let p = root();
+    p.create_dir_all("/x/y/z").unwrap();
+    assert_eq!(p.rename("/x", "/x/y/z/w"), Err(Errno::EINVAL));
+    p.write_file("/f", b"1").unwrap();
+    assert_eq!(p.rename("/f", "/x"), Err(Errno::EISDIR));
+    assert_eq!(p.rename("/x", "/f"), Err(Errno::ENOTDIR));
+    assert_eq!(p.rename("/x/y", "/x"), Err(Errno::ENOTEMPTY));
+    p.mkdir("/e", 0o755).unwrap();
+    p.rename("/x/y", "/e").unwrap();
+    assert!(p.stat("/e/z").unwrap().is_dir());
+    assert_eq!(p.stat("/x").unwrap().nlink, 2);
+    assert_eq!(
+        p.renameat2(Fd::CWD, "/f", Fd::CWD, "/e", RenameFlags::NOREPLACE),
+        Err(Errno::EEXIST)
+    );
+    p.renameat2(Fd::CWD, "/f", Fd::CWD, "/e", RenameFlags::EXCHANGE)
+        .unwrap();
+    assert!(p.stat("/f/z").unwrap().is_dir());
+    assert!(p.stat("/e").unwrap().is_file());
+}
+
+#[test]
+fn bad_input() {
+    let p = root();
+    assert_eq!(p.stat(""), Err(Errno::ENOENT));
+    assert_eq!(p.stat("/a\0b"), Err(Errno::EINVAL));
+    let long = "x".repeat(256);
+    assert_eq!(p.mkdir(format!("/{long}"), 0o755), Err(Errno::ENAMETOOLONG));
+    let deep = "/a".repeat(2048);
+    assert_eq!(p.stat(&deep), Err(Errno::ENAMETOOLONG));
+    p.symlink("loop", "/loop").unwrap();
+    assert_eq!(p.stat("/loop"), Err(Errno::ELOOP));
+    p.write_file("/file", b"").unwrap();
+    assert_eq!(p.stat("/file/x"), Err(Errno::ENOTDIR));
+    assert_eq!(p.stat("/file/"), Err(Errno::ENOTDIR));
+    assert_eq!(p.open("/file/", OFlags::RDONLY, 0), Err(Errno::ENOTDIR));
+}
+
+#[test]
+fn symlink_limit_is_forty() {
+    let p = root();
+    p.write_file("/t0", b"").unwrap();
+    for i in 1..=41 {
+        p.symlink(format!("t{}", i - 1), format!("/t{i}")).unwrap();
+    }
+    assert!(p.stat("/t40").is_ok());
+    assert_eq!(p.stat("/t41"), Err(Errno::ELOOP));
+}
+
+#[test]
+fn permissions() {
+    let vfs = Vfs::new_memfs();
+    let r = vfs.process(Creds::root());
+    r.mkdir("/d", 0o700).unwrap();
+    r.write_file("/d/f", b"x").unwrap();
+    let u = vfs.process(Creds::user(1000, 1000, vec![]));
+    assert_eq!(u.stat("/d/f"), Err(Errno::EACCES));
+    r.chmod("/d", 0o711).unwrap();
+    assert!(u.stat("/d/f").is_ok());
+    assert_eq!(u.open("/d/f", OFlags::WRONLY, 0), Err(Errno::EACCES));
+    assert_eq!(u.unlink("/d/f"), Err(Errno::EACCES));
+    r.mkdir("/tmp", 0o777).unwrap();
+    r.chmod("/tmp", 0o1777).unwrap();
+    r.write_file("/tmp/rootfile", b"").unwrap();
+    assert_eq!(u.unlink("/tmp/rootfile"), Err(Errno::EPERM));
+    u.write_file("/tmp/mine", b"").unwrap();
+    assert_eq!(u.stat("/tmp/mine").unwrap().uid, 1000);
+    u.unlink("/tmp/mine").unwrap();
+}
+
+#[test]
+fn unlinked_open_file_keeps_data() {
+    let p = root();
+    let fd = p.open("/f", OFlags::RDWR | OFlags::CREAT, 0o644).unwrap();
+    p.write(fd, b"data").unwrap();
+    p.unlink("/f").unwrap();
+    assert_eq!(p.fstat(fd).unwrap().nlink, 0);
+    let mut b = [0u8; 4];
+    assert_eq!(p.pread(fd, &mut b, 0).unwrap(), 4);
+    assert_eq!(&b, b"data");
+    p.close(fd).unwrap();
+    // A new file of the same name is a new inode.
+    p.write_file("/f", b"").unwrap();
+    assert_eq!(p.stat("/f").unwrap().size, 0);
+}
+
+#[test]
+fn cwd_and_dotdot() {
+    let p = root();
+    p.create_dir_all("/a/b").unwrap();
+    p.chdir("/a/b").unwrap();
+    assert_eq!(p.getcwd().unwrap(), std::path::PathBuf::from("/a/b"));
+    p.write_file("rel", b"1").unwrap();
+    assert!(p.stat("/a/b/rel").is_ok());
+    assert!(p.stat("../../../../a/b/rel").is_ok());
+    p.rename("/a", "/z").unwrap();
+    assert_eq!(p.getcwd().unwrap(), std::path::PathBuf::from("/z/b"));
+    assert_eq!(
+        p.realpath("../b/./rel").unwrap(),
+        std::path::PathBuf::from("/z/b/rel")
+    );
+}
+
+#[test]
+fn mounts() {
+    let p = root();
+    p.mkdir("/mnt", 0o755).unwrap();
+    p.write_file("/mnt/under", b"").unwrap();
+    let fs = MemFs::new(MemFsOptions::default());
+    p.mount("/mnt", fs).unwrap();
+    assert_eq!(p.stat("/mnt/under"), Err(Errno::ENOENT));
+    p.write_file("/mnt/over", b"").unwrap();
+    let dev_in = p.stat("/mnt/over").unwrap().dev;
+    assert_ne!(dev_in, p.stat("/").unwrap().dev);
+    assert_eq!(p.stat("/mnt/..").unwrap().ino, p.stat("/").unwrap().ino);
+    assert_eq!(p.rename("/mnt/over", "/over"), Err(Errno::EXDEV));
+    let fd = p.open("/mnt/over", OFlags::RDONLY, 0).unwrap();
+    assert_eq!(p.umount("/mnt"), Err(Errno::EBUSY));
+    p.close(fd).unwrap();
+    assert_eq!(p.rmdir("/mnt"), Err(Errno::EBUSY));
+    p.umount("/mnt").unwrap();
+    assert!(p.stat("/mnt/under").is_ok());
+    assert_eq!(p.umount("/mnt"), Err(Errno::EINVAL));
+}
+
+#[test]
+fn readdir_cookies_survive_changes() {
+    let p = root();
+    p.mkdir("/d", 0o755).unwrap();
+    for i in 0..100 {
+        p.write_file(format!("/d/f{i}"), b"").unwrap();
+    }
+    let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let first = p.getdents(fd, 30).unwrap();
+    for e in &first {
+        assert!(seen.insert(e.name.clone()));
+    }
+    // Remove some unseen entries, add new ones: the survivors still appear exactly once.
+    for i in 90..100 {
+        p.unlink(format!("/d/f{i}")).unwrap();
+    }
+    for i in 0..20 {
+        p.write_file(format!("/d/n{i}"), b"").unwrap();
+    }
+    loop {
+        let v = p.getdents(fd, 7).unwrap();
+        if v.is_empty() {
+            break;
+        }
+        for e in v {
+            assert!(seen.insert(e.name.clone()), "twice: {:?}", e.name);
+        }
+    }
+    for i in 0..90 {
+        assert!(seen.contains(format!("f{i}").as_bytes()), "missed f{i}");
+    }
+    p.close(fd).unwrap();
+}
+
+#[test]
+fn check_mode_agrees() {
+    let vfs = Vfs::new_memfs();
+    vfs.set_check_mode(true);
+    let p = vfs.process(Creds::root());
+    p.create_dir_all("/a/b/c").unwrap();
+    p.write_file("/a/b/c/f", b"").unwrap();
+    p.symlink("/a/b", "/l").unwrap();
+    for path in [
+        "/a/b/c/f",
+        "/l/c/f",
+        "/a/../a/b",
+        "/nope",
+        "/a/b/c/f/x",
+        "/l/../b",
+    ] {
+        let _ = p.stat(path);
+        let _ = p.lstat(path);
+        let _ = p.access(path, Access::R_OK);
+    }
+    assert_eq!(vfs.check_failures(), 0);
+}

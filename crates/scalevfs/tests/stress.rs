@@ -1,0 +1,175 @@
+//! Many threads doing random operations, renames of directories among them, while others
+//! walk and stat; in check mode, so every lockless walk is repeated by the locked walk.
+//! Afterwards every invariant of the tree must hold.
+
+use scalevfs::*;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const NAMES: [&str; 4] = ["a", "b", "c", "d"];
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn pick<'a>(&mut self, s: &[&'a str]) -> &'a str {
+        s[(self.next() % s.len() as u64) as usize]
+    }
+    fn path(&mut self) -> String {
+        let depth = 1 + self.next() % 3;
+        let mut p = String::new();
+        for _ in 0..depth {
+            p.push('/');
+            p.push_str(self.pick(&NAMES));
+        }
+        p
+    }
+}
+
+fn ok_errno(e: Errno) -> bool {
+    [
+        Errno::ENOENT,
+        Errno::EEXIST,
+        Errno::ENOTDIR,
+        Errno::EISDIR,
+        Errno::ENOTEMPTY,
+        Errno::EINVAL,
+        Errno::EBUSY,
+        Errno::ELOOP,
+    ]
+    .contains(&e)
+}
+
+fn run(threads: usize, iters: usize, check: bool) {
+    let vfs = Vfs::new_memfs();
+    vfs.set_check_mode(check);
+    let p0 = vfs.process(Creds::root());
+    p0.symlink("/a/b", "/s").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hs = Vec::new();
+    for t in 0..threads {
+        let p = p0.fork();
+        let stop = stop.clone();
+        hs.push(std::thread::spawn(move || {
+            let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678_9ABC));
+            for _ in 0..iters {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let a = r.path();
+                let b = r.path();
+                let res = match r.next() % 12 {
+                    0 | 1 => p.mkdir(&a, 0o755),
+                    2 => p.rmdir(&a),
+                    3 => p.write_file(&a, b"x"),
+                    4 => p.unlink(&a),
+                    5 | 6 => p.rename(&a, &b),
+                    7 => p.renameat2(Fd::CWD, &a, Fd::CWD, &b, RenameFlags::EXCHANGE),
+                    8 => p.link(&a, &b),
+                    9 => p.stat(format!("/s{}", &a)).map(|_| ()),
+                    10 => p.access(&a, Access::F_OK),
+                    _ => p.lstat(&a).map(|_| ()),
+                };
+                if let Err(e) = res {
+                    assert!(ok_errno(e) || e == Errno::EPERM, "unexpected {e:?}");
+                }
+            }
+        }));
+    }
+    for h in hs {
+        if h.join().is_err() {
+            stop.store(true, Ordering::Relaxed);
+            panic!("a worker panicked");
+        }
+    }
+    assert_eq!(vfs.check_failures(), 0);
+    check_tree(&p0);
+}
+
+/// Link counts, directory link counts, and that every listed name resolves to what the
+/// listing says.
+fn check_tree(p: &Process) {
+    let all = p.walk_tree("/").unwrap();
+    let mut names_per_ino: HashMap<u64, u32> = HashMap::new();
+    for (path, st) in &all {
+        assert_eq!(
+            p.lstat(path).unwrap().ino,
+            st.ino,
+            "{path:?} resolves elsewhere"
+        );
+        if st.is_dir() {
+            let subdirs = p
+                .read_dir(path)
+                .unwrap()
+                .iter()
+                .filter(|e| e.file_type == FileType::Directory)
+                .count();
+            assert_eq!(st.nlink as usize, 2 + subdirs, "nlink of dir {path:?}");
+            assert_eq!(st.size, 40 + 20 * p.read_dir(path).unwrap().len() as u64);
+        } else {
+            *names_per_ino.entry(st.ino).or_default() += 1;
+        }
+    }
+    for (path, st) in &all {
+        if !st.is_dir() {
+            assert_eq!(st.nlink, names_per_ino[&st.ino], "nlink of {path:?}");
+        }
+    }
+    // ".." of every directory is its parent.
+    for (path, st) in &all {
+        if st.is_dir() && path.as_os_str() != "/" {
+            let parent = path.parent().unwrap();
+            assert_eq!(
+                p.stat(path.join("..")).unwrap().ino,
+                p.stat(parent).unwrap().ino
+            );
+            let _ = st;
+        }
+    }
+}
+
+#[test]
+fn racing_renames_check_mode() {
+    run(4, 20_000, true);
+}
+
+#[test]
+fn racing_renames_fast() {
+    run(4, 50_000, false);
+}
+
+/// Readers stat a path that renames keep swapping: every successful stat sees one of the
+/// two files, never a torn or missing state while the name provably exists.
+#[test]
+fn exchange_is_atomic_for_readers() {
+    let vfs = Vfs::new_memfs();
+    let p = vfs.process(Creds::root());
+    p.mkdir("/d", 0o755).unwrap();
+    p.write_file("/d/x", b"1").unwrap();
+    p.mkdir("/d/y", 0o755).unwrap();
+    let ino_x = p.stat("/d/x").unwrap().ino;
+    let ino_y = p.stat("/d/y").unwrap().ino;
+    let stop = Arc::new(AtomicBool::new(false));
+    let w = {
+        let p = p.fork();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                p.renameat2(Fd::CWD, "/d/x", Fd::CWD, "/d/y", RenameFlags::EXCHANGE)
+                    .unwrap();
+            }
+        })
+    };
+    for _ in 0..200_000 {
+        let st = p.stat("/d/x").expect("x always exists");
+        assert!(st.ino == ino_x || st.ino == ino_y);
+        assert_eq!(st.is_dir(), st.ino == ino_y);
+    }
+    stop.store(true, Ordering::Relaxed);
+    w.join().unwrap();
+}
