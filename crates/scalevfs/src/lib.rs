@@ -30,6 +30,7 @@ mod inode;
 mod memfs;
 mod mount;
 mod name;
+mod pathcache;
 mod process;
 pub mod sync;
 mod types;
@@ -37,19 +38,26 @@ mod walk;
 
 pub use errno::{Errno, Result};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
+pub use pathcache::clear_thread_cache;
 pub use process::Process;
 pub use types::*;
 
 use crossbeam_epoch::{Atomic, Owned};
+use crossbeam_utils::CachePadded;
 use mount::{Mount, MountTable};
 use parking_lot::Mutex;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use sync::{SeqCount, StripedCounter};
 
 /// A namespace: the mount tree and its shared state.
 pub struct Vfs {
+    /// Unique among all namespaces of the process (a key of the path cache).
+    pub(crate) id: u64,
+    /// The namespace generation; see `pathcache`. Bumped before and after every change
+    /// that can alter how an existing path resolves through directories or symlinks.
+    ns_gen: CachePadded<AtomicU64>,
     root_mnt: Arc<Mount>,
     /// The mount table snapshot; see `mount`.
     pub(crate) mounts: Atomic<MountTable>,
@@ -76,7 +84,10 @@ impl Vfs {
             parent: None,
             users: StripedCounter::default(),
         });
+        static NEXT_VFS: AtomicU64 = AtomicU64::new(1);
         Arc::new(Vfs {
+            id: NEXT_VFS.fetch_add(1, Relaxed),
+            ns_gen: CachePadded::new(AtomicU64::new(0)),
             root_mnt,
             mounts: Atomic::new(MountTable::default()),
             mount_lock: Mutex::new(()),
@@ -97,6 +108,28 @@ impl Vfs {
     /// `022`, and no open files.
     pub fn process(self: &Arc<Self>, creds: Creds) -> Process {
         Process::new(self.clone(), creds)
+    }
+
+    /// The namespace generation, read before using or filling the path cache.
+    #[inline]
+    pub(crate) fn ns_gen(&self) -> u64 {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        self.ns_gen.load(Acquire)
+    }
+
+    /// Runs a change that can alter how existing paths resolve (see `pathcache`),
+    /// bracketed by generation bumps so no cached walk survives it.
+    pub(crate) fn ns_change<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.ns_gen.fetch_add(1, SeqCst);
+        let r = f();
+        self.ns_gen.fetch_add(1, SeqCst);
+        r
+    }
+
+    /// Like [`Vfs::ns_change`], for code with several exits: bumps now and when dropped.
+    pub(crate) fn ns_guard(&self) -> NsChange<'_> {
+        self.ns_gen.fetch_add(1, SeqCst);
+        NsChange(self)
     }
 
     /// Check mode: every lockless walk is repeated by the locked walk and the two must
@@ -157,6 +190,15 @@ impl Vfs {
         let old = self.mounts.swap(Owned::new(t), SeqCst, guard);
         // SAFETY: the old table is unreachable now; readers that loaded it hold guards.
         unsafe { guard.defer_destroy(old) };
+    }
+}
+
+/// An open namespace change; see [`Vfs::ns_guard`].
+pub(crate) struct NsChange<'a>(&'a Vfs);
+
+impl Drop for NsChange<'_> {
+    fn drop(&mut self) {
+        self.0.ns_gen.fetch_add(1, SeqCst);
     }
 }
 

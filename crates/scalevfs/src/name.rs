@@ -33,10 +33,40 @@ fn load_word(b: &[u8], i: usize) -> u64 {
     if rest.len() >= 8 {
         u64::from_le_bytes(rest[..8].try_into().expect("eight bytes"))
     } else {
-        let mut buf = [0u8; 8];
-        buf[..rest.len()].copy_from_slice(rest);
-        u64::from_le_bytes(buf)
+        // Byte by byte: a copy into a buffer would call memcpy for a few bytes.
+        let mut w = 0u64;
+        for (k, &b) in rest.iter().enumerate() {
+            w |= (b as u64) << (8 * k);
+        }
+        w
     }
+}
+
+/// Whether `p` contains a NUL byte, a word at a time.
+#[inline]
+pub fn has_nul(p: &[u8]) -> bool {
+    let mut i = 0;
+    while i + 8 <= p.len() {
+        if zero_bytes(load_word(p, i)) != 0 {
+            return true;
+        }
+        i += 8;
+    }
+    // A plain loop: `contains` would call memchr for at most seven bytes.
+    #[allow(clippy::manual_contains)]
+    p[i..].iter().any(|&b| b == 0)
+}
+
+/// A hash of a whole path, a word at a time (the key of the path cache).
+#[inline]
+pub fn path_hash(p: &[u8]) -> u64 {
+    let mut h = p.len() as u64;
+    let mut i = 0;
+    while i < p.len() {
+        h = mix(h, load_word(p, i));
+        i += 8;
+    }
+    h ^ (h >> 29)
 }
 
 /// A mask with the high bit set in each byte of `w` that is zero (exact for the lowest
@@ -282,6 +312,16 @@ mod tests {
             assert_eq!(c2.bytes, s);
             assert_eq!(c2.hash, ch);
         }
+    }
+
+    #[test]
+    fn nul_detection() {
+        assert!(!has_nul(b"/a/b/c/file"));
+        assert!(has_nul(b"/a/b\0c"));
+        assert!(has_nul(b"0123456789abcde\0"));
+        assert!(has_nul(b"\0"));
+        assert!(!has_nul(b""));
+        assert_ne!(path_hash(b"/a/b"), path_hash(b"/a/c"));
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::memfs::MemFs;
 use crate::mount::{Mount, MountTable};
 use crate::name::{check_len, Component};
+use crate::pathcache;
 use crate::types::{limits, mode::*, *};
 use crate::walk::{self, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
 use crate::Vfs;
@@ -50,11 +51,27 @@ struct FsCtx {
     cwd: Loc,
 }
 
+/// Credentials with an identity for the path cache: every value published gets a new id.
+struct CredsBox {
+    creds: Creds,
+    id: u64,
+}
+
+impl CredsBox {
+    fn new(creds: Creds) -> CredsBox {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        CredsBox {
+            creds,
+            id: NEXT.fetch_add(1, Relaxed),
+        }
+    }
+}
+
 /// A caller: root, working directory, credentials, umask and descriptor table.
 pub struct Process {
     vfs: Arc<Vfs>,
     ctx: Atomic<FsCtx>,
-    creds: Atomic<Creds>,
+    creds: Atomic<CredsBox>,
     umask: AtomicU32,
     files: Mutex<FdTable>,
     ctx_lock: Mutex<()>,
@@ -66,7 +83,7 @@ fn cpath(p: &Path) -> Result<&[u8]> {
     if b.len() >= limits::PATH_MAX {
         return Err(Errno::ENAMETOOLONG);
     }
-    if b.contains(&0) {
+    if crate::name::has_nul(b) {
         return Err(Errno::EINVAL);
     }
     Ok(b)
@@ -228,7 +245,7 @@ impl Process {
         Process {
             vfs,
             ctx: Atomic::new(ctx),
-            creds: Atomic::new(creds),
+            creds: Atomic::new(CredsBox::new(creds)),
             umask: AtomicU32::new(0o022),
             files: Mutex::new(FdTable::default()),
             ctx_lock: Mutex::new(()),
@@ -251,7 +268,7 @@ impl Process {
                 root: ctx.root.clone(),
                 cwd: ctx.cwd.clone(),
             }),
-            creds: Atomic::new(self.creds_ref(&g).clone()),
+            creds: Atomic::new(CredsBox::new(self.creds_ref(&g).clone())),
             umask: AtomicU32::new(self.umask.load(Relaxed)),
             files: Mutex::new(self.files.lock().clone()),
             ctx_lock: Mutex::new(()),
@@ -263,16 +280,20 @@ impl Process {
         unsafe { self.ctx.load(Acquire, g).deref() }
     }
 
-    fn creds_ref<'g>(&self, g: &'g Guard) -> &'g Creds {
+    fn creds_box<'g>(&self, g: &'g Guard) -> &'g CredsBox {
         // SAFETY: as `ctx_ref`.
         unsafe { self.creds.load(Acquire, g).deref() }
+    }
+
+    fn creds_ref<'g>(&self, g: &'g Guard) -> &'g Creds {
+        &self.creds_box(g).creds
     }
 
     /// Replaces the credentials.
     pub fn set_creds(&self, c: Creds) {
         let _l = self.ctx_lock.lock();
         let g = crossbeam_epoch::pin();
-        let old = self.creds.swap(Owned::new(c), SeqCst, &g);
+        let old = self.creds.swap(Owned::new(CredsBox::new(c)), SeqCst, &g);
         // SAFETY: unreachable now; readers hold guards.
         unsafe { g.defer_destroy(old) };
     }
@@ -323,6 +344,7 @@ impl Process {
             root_mnt: &ctx.root.mnt,
             root: &ctx.root.d,
             creds: self.creds_ref(&guard),
+            creds_id: self.creds_box(&guard).id,
             guard: &guard,
         };
         f(&cx, start)
@@ -360,21 +382,87 @@ impl Process {
             parent: false,
         };
         self.at(dirfd, path, |cx, start| {
-            with_walk(cx.vfs, |locked| {
-                let mut links = 0;
-                let w = walk::walk(
-                    cx,
-                    start.pos(locked, cx.guard)?,
-                    path,
-                    wf,
-                    locked,
-                    &mut links,
-                )?;
-                let p = w.pos();
-                let st = p.inode()?.stat(p.mnt.dev());
-                w.validate(cx)?;
-                Ok(st)
-            })
+            Self::with_final(cx, start, path, wf.follow, |i, dev| Ok(i.stat(dev)))
+        })
+    }
+
+    /// Resolves `path` to the object it names and runs `f` on its inode and device inside
+    /// the epoch, taking no reference: from the path cache when it holds a still-valid
+    /// walk, else by the lockless walk (whose validated result is cached), else by the
+    /// locked walk.
+    fn with_final<T: PartialEq + std::fmt::Debug>(
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        follow: bool,
+        f: impl Fn(&Inode, u64) -> std::result::Result<T, Fail>,
+    ) -> Result<T> {
+        let vfs = cx.vfs;
+        let key_start = if path.first() == Some(&b'/') {
+            cx.root
+        } else {
+            start.d
+        };
+        let key = pathcache::Key {
+            vfs: vfs.id,
+            creds: cx.creds_id,
+            root: cx.root,
+            start: key_start,
+            follow,
+        };
+        let cacheable = cx.creds_id != 0;
+        let gen = vfs.ns_gen();
+        let ms = vfs.mount_seq.read_begin();
+        with_walk(vfs, |locked| {
+            if !locked && cacheable {
+                if let Some(ms) = ms {
+                    if let Some(h) = pathcache::lookup(&key, path, gen, ms) {
+                        // SAFETY: the cache entry holds a reference on the dentry.
+                        let d = unsafe { &*h.d };
+                        if let Some(inode) = d.inode(cx.guard) {
+                            let r = f(inode, h.dev);
+                            if !d.seq.read_retry(h.seq)
+                                && vfs.ns_gen() == gen
+                                && !vfs.mount_seq.read_retry(ms)
+                            {
+                                return r;
+                            }
+                        }
+                    }
+                }
+            }
+            let mut links = 0;
+            let wf = Flags {
+                follow,
+                parent: false,
+            };
+            let w = walk::walk(
+                cx,
+                start.pos(locked, cx.guard)?,
+                path,
+                wf,
+                locked,
+                &mut links,
+            )?;
+            let p = w.pos();
+            let r = f(p.inode()?, p.mnt.dev())?;
+            w.validate(cx)?;
+            if !locked && cacheable {
+                if let Some(ms) = ms {
+                    pathcache::insert(
+                        key,
+                        cx.root,
+                        key_start,
+                        path,
+                        gen,
+                        ms,
+                        p.mnt.dev(),
+                        p.d,
+                        p.seq,
+                    );
+                }
+            }
+            Ok(r)
         })
     }
 
@@ -441,20 +529,18 @@ impl Process {
             parent: false,
         };
         self.at(dirfd, path, |cx, start| {
-            let cx = Ctx { creds, ..*cx };
-            with_walk(cx.vfs, |locked| {
-                let mut links = 0;
-                let w = walk::walk(
-                    &cx,
-                    start.pos(locked, cx.guard)?,
-                    path,
-                    wf,
-                    locked,
-                    &mut links,
-                )?;
-                let r = w.pos().inode()?.permission(creds, mode);
-                w.validate(&cx)?;
-                Ok(r)
+            let creds_id = if std::ptr::eq(creds, cx.creds) {
+                cx.creds_id
+            } else {
+                0
+            };
+            let cx = Ctx {
+                creds,
+                creds_id,
+                ..*cx
+            };
+            Self::with_final(&cx, start, path, wf.follow, |i, _| {
+                Ok(i.permission(creds, mode))
             })?
         })
     }
@@ -476,19 +562,10 @@ impl Process {
             });
         }
         self.at(dirfd, path, |cx, start| {
-            with_walk(cx.vfs, |locked| {
-                let mut links = 0;
-                let w = walk::walk(
-                    cx,
-                    start.pos(locked, cx.guard)?,
-                    path,
-                    Flags::default(),
-                    locked,
-                    &mut links,
-                )?;
-                let t = w.pos().inode()?.symlink_target().map(|t| t.to_vec());
-                w.validate(cx)?;
-                t.ok_or(Fail::Err(Errno::EINVAL))
+            Self::with_final(cx, start, path, false, |i, _| {
+                i.symlink_target()
+                    .map(|t| t.to_vec())
+                    .ok_or(Fail::Err(Errno::EINVAL))
             })
         })
     }
@@ -1260,10 +1337,18 @@ impl Process {
         if d.flags() & MOUNTED != 0 {
             return Err(Errno::EBUSY);
         }
-        if fs.negative_admit() {
-            fs.dcache.d_delete(d, &mut st, cx.guard);
+        let remove = |st: &mut DirState| {
+            if fs.negative_admit() {
+                fs.dcache.d_delete(d, st, cx.guard);
+            } else {
+                fs.dcache.d_drop(d, st);
+            }
+        };
+        if victim.symlink_target().is_some() {
+            // Cached walks may pass through this symlink.
+            self.vfs.ns_change(|| remove(&mut st));
         } else {
-            fs.dcache.d_drop(d, &mut st);
+            remove(&mut st);
         }
         drop(st);
         let t = now();
@@ -1342,9 +1427,11 @@ impl Process {
                 if vst.positive > 0 {
                     return Err(Errno::ENOTEMPTY);
                 }
-                Self::kill_dir(fs, vst, cx.guard);
+                self.vfs.ns_change(|| {
+                    Self::kill_dir(fs, vst, cx.guard);
+                });
             }
-            fs.dcache.d_drop(d, locks.get(dirm));
+            self.vfs.ns_change(|| fs.dcache.d_drop(d, locks.get(dirm)));
             drop(locks);
             let t = now();
             victim.add_links(-2, Some(t));
@@ -1654,6 +1741,13 @@ impl Process {
             if od.flags() & MOUNTED != 0 || nd_pos.is_some_and(|d| d.flags() & MOUNTED != 0) {
                 return Err(Errno::EBUSY);
             }
+            // Cached walks may pass through a directory or symlink that moves or goes.
+            let walks_through = |i: &Option<Arc<Inode>>| {
+                i.as_ref()
+                    .is_some_and(|i| i.is_dir() || i.symlink_target().is_some())
+            };
+            let _ns = (walks_through(&Some(oi.clone())) || walks_through(&ni))
+                .then(|| self.vfs.ns_guard());
             let t = now();
             if exchange {
                 let nd = nd_pos.expect("exchange target checked above");
@@ -1765,7 +1859,7 @@ impl Process {
         f(&of.inode, &of.mnt.fs, self.creds_ref(&g))
     }
 
-    fn do_chmod(inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
+    fn do_chmod(vfs: &Vfs, inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
         if creds.uid != 0 && creds.uid != inode.uid() {
             return Err(Errno::EPERM);
         }
@@ -1773,11 +1867,12 @@ impl Process {
         if creds.uid != 0 && !creds.in_group(inode.gid()) {
             m &= !S_ISGID;
         }
-        inode.update(&AttrUpdate {
+        let u = AttrUpdate {
             perm: Some(m),
             times: Times::change(now()),
             ..Default::default()
-        });
+        };
+        Self::setattr(vfs, inode, &u);
         Ok(())
     }
 
@@ -1788,7 +1883,7 @@ impl Process {
 
     /// `fchmod(2)`.
     pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
+        self.with_fd(fd, |i, _, c| Self::do_chmod(&self.vfs, i, mode, c))
     }
 
     /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
@@ -1806,11 +1901,17 @@ impl Process {
             if i.mode() & S_IFMT == S_IFLNK {
                 return Err(Errno::EOPNOTSUPP);
             }
-            Self::do_chmod(i, mode, c)
+            Self::do_chmod(&self.vfs, i, mode, c)
         })
     }
 
-    fn do_chown(inode: &Inode, uid: Option<u32>, gid: Option<u32>, creds: &Creds) -> Result<()> {
+    fn do_chown(
+        vfs: &Vfs,
+        inode: &Inode,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        creds: &Creds,
+    ) -> Result<()> {
         let owner = creds.uid == inode.uid();
         if creds.uid != 0 {
             if uid.is_some_and(|u| u != inode.uid()) {
@@ -1839,14 +1940,25 @@ impl Process {
         if kill != 0 && creds.uid != 0 && !owner {
             return Err(Errno::EPERM);
         }
-        inode.update(&AttrUpdate {
+        let u = AttrUpdate {
             uid,
             gid,
             perm: (kill != 0).then_some(mode & 0o7777 & !kill),
             times: Times::change(now()),
             ..Default::default()
-        });
+        };
+        Self::setattr(vfs, inode, &u);
         Ok(())
+    }
+
+    /// Applies a mode or owner change; for a directory it changes who may search it, so
+    /// cached walks through it are invalidated.
+    fn setattr(vfs: &Vfs, inode: &Inode, u: &AttrUpdate) {
+        if inode.is_dir() {
+            vfs.ns_change(|| inode.update(u));
+        } else {
+            inode.update(u);
+        }
     }
 
     /// `chown(2)`; `None` leaves an id unchanged.
@@ -1861,7 +1973,7 @@ impl Process {
 
     /// `fchown(2)`.
     pub fn fchown(&self, fd: Fd, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chown(i, uid, gid, c))
+        self.with_fd(fd, |i, _, c| Self::do_chown(&self.vfs, i, uid, gid, c))
     }
 
     /// `fchownat(2)`.
@@ -1877,7 +1989,7 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
-            Self::do_chown(i, uid, gid, c)
+            Self::do_chown(&self.vfs, i, uid, gid, c)
         })
     }
 

@@ -62,6 +62,8 @@ pub(crate) struct Ctx<'g> {
     pub root_mnt: &'g Arc<Mount>,
     pub root: &'g Dentry,
     pub creds: &'g Creds,
+    /// Identity of `creds` for the path cache; 0 for credentials that are not cached.
+    pub creds_id: u64,
     pub guard: &'g Guard,
 }
 

@@ -226,3 +226,67 @@ fn check_mode_agrees() {
     }
     assert_eq!(vfs.check_failures(), 0);
 }
+
+/// Every change that alters how a cached path resolves must invalidate it.
+#[test]
+fn path_cache_invalidation() {
+    let vfs = Vfs::new_memfs();
+    let p = vfs.process(Creds::root());
+    p.create_dir_all("/a/b").unwrap();
+    p.write_file("/a/b/f", b"1").unwrap();
+    let warm = |path: &str| {
+        for _ in 0..3 {
+            let _ = p.stat(path);
+        }
+    };
+    // Rename of an intermediate directory.
+    warm("/a/b/f");
+    p.rename("/a", "/z").unwrap();
+    assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
+    assert!(p.stat("/z/b/f").is_ok());
+    // Removal and re-creation of an intermediate directory.
+    p.mkdir("/e", 0o755).unwrap();
+    p.write_file("/e/g", b"").unwrap();
+    warm("/e/g");
+    p.unlink("/e/g").unwrap();
+    p.rmdir("/e").unwrap();
+    assert_eq!(p.stat("/e/g"), Err(Errno::ENOENT));
+    p.mkdir("/e", 0o755).unwrap();
+    assert_eq!(p.stat("/e/g"), Err(Errno::ENOENT));
+    // A symlink in the path, removed and pointed elsewhere.
+    p.mkdir("/y", 0o755).unwrap();
+    p.write_file("/y/f", b"22").unwrap();
+    p.symlink("/z/b", "/s").unwrap();
+    warm("/s/f");
+    assert_eq!(p.stat("/s/f").unwrap().size, 1);
+    p.unlink("/s").unwrap();
+    p.symlink("/y", "/s").unwrap();
+    assert_eq!(p.stat("/s/f").unwrap().size, 2);
+    // Search permission taken away, and credentials changed.
+    let u = vfs.process(Creds::user(1000, 1000, vec![]));
+    u.stat("/z/b/f").unwrap();
+    warm("/z/b/f");
+    p.chmod("/z", 0o700).unwrap();
+    assert_eq!(u.stat("/z/b/f"), Err(Errno::EACCES));
+    p.chmod("/z", 0o755).unwrap();
+    assert!(u.stat("/z/b/f").is_ok());
+    u.set_creds(Creds::user(1001, 1001, vec![]));
+    p.chmod("/z", 0o750).unwrap();
+    assert_eq!(u.stat("/z/b/f"), Err(Errno::EACCES));
+    // A mount over an intermediate directory.
+    warm("/z/b/f");
+    p.mount("/z", MemFs::new(MemFsOptions::default())).unwrap();
+    assert_eq!(p.stat("/z/b/f"), Err(Errno::ENOENT));
+    p.umount("/z").unwrap();
+    assert!(p.stat("/z/b/f").is_ok());
+    // The final name replaced by a rename of another file over it.
+    p.write_file("/y/other", b"333").unwrap();
+    warm("/y/f");
+    p.rename("/y/other", "/y/f").unwrap();
+    assert_eq!(p.stat("/y/f").unwrap().size, 3);
+    // A relative path after chdir.
+    p.chdir("/y").unwrap();
+    assert_eq!(p.stat("f").unwrap().size, 3);
+    p.chdir("/z/b").unwrap();
+    assert_eq!(p.stat("f").unwrap().size, 1);
+}

@@ -1,0 +1,150 @@
+//! The full-path cache: one probe per path instead of one per component (Tsai et al.,
+//! SOSP 2015), in front of the lockless walk.
+//!
+//! # Mechanism
+//! Each thread keeps a small direct-mapped table from (namespace, credentials, root,
+//! start directory, follow flag, path bytes) to the dentry the fast walk reached, with the
+//! counters that made that walk valid: the namespace's *generation*, the mount sequence
+//! count and the final dentry's sequence count. A hit is trusted only while all three are
+//! unchanged, so it stands for a walk the locked walk could have made at this moment.
+//!
+//! The generation ([`crate::Vfs::ns_gen`]) is bumped by every change that can alter how an
+//! existing path resolves without touching its final dentry: a rename, exchange or removal
+//! of a directory or a symlink, an unlink of a symlink, a change of a directory's mode or
+//! owner (search permission), and mount or unmount. Creating names and unlinking or
+//! renaming non-directories leave it alone: no cached walk passes *through* a name that
+//! did not exist or through a file, and the final dentry's own counter catches a change of
+//! the name it caches.
+//!
+//! Only successful, validated fast walks are inserted; errors and negative results never
+//! are.
+//!
+//! # What protects each field
+//! The table is thread-local: no lock. An entry holds references on its final dentry and
+//! on the root and start dentries, so none of them is freed (or its address reused) while
+//! cached. It keeps the mount's device number, not the mount.
+
+use crate::dentry::{DRef, Dentry};
+use crate::name::path_hash;
+use std::cell::RefCell;
+
+/// Slots per thread. Enough for a working set of hot paths; a direct-mapped miss costs one
+/// ordinary walk.
+const SLOTS: usize = 256;
+/// Longest path cached: any valid path (the copy is made once, on insertion).
+const MAX_PATH: usize = crate::types::limits::PATH_MAX;
+
+/// What identifies a walk, beside the path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub vfs: u64,
+    pub creds: u64,
+    pub root: *const Dentry,
+    pub start: *const Dentry,
+    pub follow: bool,
+}
+
+struct Entry {
+    key: Key,
+    hash: u64,
+    path: Box<[u8]>,
+    gen: u64,
+    mount_seq: u32,
+    dev: u64,
+    d: DRef,
+    seq: u32,
+    _root: DRef,
+    _start: DRef,
+}
+
+thread_local! {
+    static TABLE: RefCell<Vec<Option<Entry>>> = RefCell::new((0..SLOTS).map(|_| None).collect());
+}
+
+/// A cached walk's result: where it ended and the sequence count to validate against.
+pub(crate) struct Hit {
+    pub dev: u64,
+    pub d: *const Dentry,
+    pub seq: u32,
+}
+
+/// Looks `path` up. `gen` and `mount_seq` are the namespace's current values, read by the
+/// caller under its epoch guard.
+#[inline]
+pub(crate) fn lookup(key: &Key, path: &[u8], gen: u64, mount_seq: u32) -> Option<Hit> {
+    if path.len() > MAX_PATH {
+        return None;
+    }
+    let hash = path_hash(path);
+    TABLE
+        .try_with(|t| {
+            let t = t.borrow();
+            let e = t[(hash as usize) % SLOTS].as_ref()?;
+            if e.hash != hash
+                || e.key != *key
+                || e.gen != gen
+                || e.mount_seq != mount_seq
+                || *e.path != *path
+            {
+                return None;
+            }
+            Some(Hit {
+                dev: e.dev,
+                d: &*e.d as *const Dentry,
+                seq: e.seq,
+            })
+        })
+        .ok()
+        .flatten()
+}
+
+/// Records a validated fast walk of `path`. `gen` and `mount_seq` must have been read
+/// before the walk started.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn insert(
+    key: Key,
+    root: &Dentry,
+    start: &Dentry,
+    path: &[u8],
+    gen: u64,
+    mount_seq: u32,
+    dev: u64,
+    d: &Dentry,
+    seq: u32,
+) {
+    if path.len() > MAX_PATH {
+        return;
+    }
+    let (Some(dr), Some(rr), Some(sr)) =
+        (DRef::try_get(d), DRef::try_get(root), DRef::try_get(start))
+    else {
+        return;
+    };
+    let hash = path_hash(path);
+    let e = Entry {
+        key,
+        hash,
+        path: path.into(),
+        gen,
+        mount_seq,
+        dev,
+        d: dr,
+        seq,
+        _root: rr,
+        _start: sr,
+    };
+    let old = TABLE
+        .try_with(|t| t.borrow_mut()[(hash as usize) % SLOTS].replace(e))
+        .ok()
+        .flatten();
+    // References are dropped outside the borrow: a drop may pin the epoch.
+    drop(old);
+}
+
+/// Empties this thread's table (tests; and a way to release the references it holds).
+pub fn clear_thread_cache() {
+    let old: Vec<_> = TABLE
+        .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
+        .unwrap_or_default();
+    drop(old);
+}
