@@ -21,8 +21,8 @@ use crate::sync::StripedCounter;
 use crate::types::{mode::*, StatFs, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// `TMPFS_MAGIC`.
@@ -75,8 +75,12 @@ pub struct MemFs {
     inodes: StripedCounter,
     pages: StripedCounter,
     negatives: StripedCounter,
+    negatives_full: AtomicBool,
     opts: MemFsOptions,
 }
+
+/// How often (in admissions per thread) the negative-entry count is re-summed.
+const NEG_RECHECK: u32 = 64;
 
 const INO_BATCH: u64 = 1024;
 
@@ -98,6 +102,7 @@ impl MemFs {
             inodes: StripedCounter::default(),
             pages: StripedCounter::default(),
             negatives: StripedCounter::default(),
+            negatives_full: AtomicBool::new(false),
             opts,
         };
         let root = Arc::new(Inode::new(
@@ -188,9 +193,26 @@ impl MemFs {
         Ok(())
     }
 
-    /// Whether another negative entry may be cached; counts it if so.
+    /// Whether another negative entry may be cached; counts it if so. Summing the stripes
+    /// touches every stripe's line, so each thread re-sums only every `NEG_RECHECK`
+    /// admissions and the verdict is shared in `negatives_full`: the cap may be overshot by
+    /// that many entries per thread.
     pub(crate) fn negative_admit(&self) -> bool {
-        if self.negatives.sum() as u64 >= self.opts.max_negative {
+        thread_local! {
+            static TICK: Cell<u32> = const { Cell::new(0) };
+        }
+        let tick = TICK.with(|t| {
+            let v = t.get().wrapping_add(1);
+            t.set(v);
+            v
+        });
+        if tick % NEG_RECHECK == 0 {
+            let full = self.negatives.sum() as u64 >= self.opts.max_negative;
+            if full != self.negatives_full.load(Relaxed) {
+                self.negatives_full.store(full, Relaxed);
+            }
+        }
+        if self.negatives_full.load(Relaxed) {
             return false;
         }
         self.negatives.add(1);

@@ -22,7 +22,9 @@
 //! # What protects each field
 //! The table is thread-local: no lock. An entry holds references on its final dentry and
 //! on the root and start dentries, so none of them is freed (or its address reused) while
-//! cached. It keeps the mount's device number, not the mount.
+//! cached. It keeps the mount's device number and its index in the mount table snapshot,
+//! not the mount: the index is used only while the mount sequence count is unchanged, so
+//! the snapshot it indexes is still the current one.
 
 use crate::dentry::{DRef, Dentry};
 use crate::name::path_hash;
@@ -51,6 +53,7 @@ struct Entry {
     gen: u64,
     mount_seq: u32,
     dev: u64,
+    mnt_idx: usize,
     d: DRef,
     seq: u32,
     _root: DRef,
@@ -64,6 +67,9 @@ thread_local! {
 /// A cached walk's result: where it ended and the sequence count to validate against.
 pub(crate) struct Hit {
     pub dev: u64,
+    /// The mount, as an index into the mount table snapshot that was current at insertion
+    /// (`usize::MAX` for the root mount); valid while the mount sequence is unchanged.
+    pub mnt_idx: usize,
     pub d: *const Dentry,
     pub seq: u32,
 }
@@ -90,6 +96,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], gen: u64, mount_seq: u32) -> Option
             }
             Some(Hit {
                 dev: e.dev,
+                mnt_idx: e.mnt_idx,
                 d: &*e.d as *const Dentry,
                 seq: e.seq,
             })
@@ -109,6 +116,7 @@ pub(crate) fn insert(
     gen: u64,
     mount_seq: u32,
     dev: u64,
+    mnt_idx: usize,
     d: &Dentry,
     seq: u32,
 ) {
@@ -128,6 +136,7 @@ pub(crate) fn insert(
         gen,
         mount_seq,
         dev,
+        mnt_idx,
         d: dr,
         seq,
         _root: rr,

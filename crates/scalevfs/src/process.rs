@@ -448,7 +448,7 @@ impl Process {
             let r = f(p.inode()?, p.mnt.dev())?;
             w.validate(cx)?;
             if !locked && cacheable {
-                if let Some(ms) = ms {
+                if let (Some(ms), Some(idx)) = (ms, walk::mount_index(vfs, p.mnt, cx.guard)) {
                     pathcache::insert(
                         key,
                         cx.root,
@@ -457,6 +457,7 @@ impl Process {
                         gen,
                         ms,
                         p.mnt.dev(),
+                        idx,
                         p.d,
                         p.seq,
                     );
@@ -579,10 +580,53 @@ impl Process {
         path: &'a [u8],
         links: &mut u32,
     ) -> Result<(Pos<'g>, Last<'a>, bool)> {
+        // The parent of "dir/name" is what a full walk of "dir" reaches: try the path cache
+        // under that key (not for restarts through symlink bodies, which count links).
+        let split = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) if *links == 0 && cx.creds_id != 0 && i + 1 < path.len() => {
+                let name = &path[i + 1..];
+                let dir = if i == 0 { &path[..1] } else { &path[..i] };
+                (name != b"." && name != b"..").then_some((dir, name))
+            }
+            _ => None,
+        };
+        let vfs = cx.vfs;
+        let gen = vfs.ns_gen();
+        let ms = vfs.mount_seq.read_begin();
+        let key = split.map(|(dir, _)| pathcache::Key {
+            vfs: vfs.id,
+            creds: cx.creds_id,
+            root: cx.root,
+            start: if dir[0] == b'/' { cx.root } else { start.d },
+            follow: true,
+        });
+        if let (Some((dir, name)), Some(key), Some(ms)) = (split, &key, ms) {
+            if let Some(h) = pathcache::lookup(key, dir, gen, ms) {
+                // SAFETY: the cache entry holds a reference on the dentry.
+                let d = unsafe { &*h.d };
+                let inode = d.inode(cx.guard);
+                if let (Some(i), Some(mnt)) = (inode, walk::mount_at(vfs, h.mnt_idx, cx.guard)) {
+                    if i.is_dir()
+                        && i.may_search(cx.creds).is_ok()
+                        && !d.seq.read_retry(h.seq)
+                        && vfs.ns_gen() == gen
+                        && !vfs.mount_seq.read_retry(ms)
+                    {
+                        let p = Pos {
+                            mnt,
+                            d,
+                            seq: h.seq,
+                            inode,
+                        };
+                        return Ok((p, Last::Normal(crate::name::scan(name)), false));
+                    }
+                }
+            }
+        }
         let base = *links;
         let w: Walked<'a, 'g> = retry(|locked| {
             *links = base;
-            walk::walk(
+            let w = walk::walk(
                 cx,
                 start.pos(locked, cx.guard)?,
                 path,
@@ -592,7 +636,26 @@ impl Process {
                 },
                 locked,
                 links,
-            )
+            )?;
+            if let (false, Some((dir, _)), Some(key), Some(ms)) = (locked, split, key, ms) {
+                let p = w.pos();
+                w.validate(cx)?;
+                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
+                    pathcache::insert(
+                        key,
+                        cx.root,
+                        if dir[0] == b'/' { cx.root } else { start.d },
+                        dir,
+                        gen,
+                        ms,
+                        p.mnt.dev(),
+                        idx,
+                        p.d,
+                        p.seq,
+                    );
+                }
+            }
+            Ok(w)
         })?;
         match w.found {
             Found::Parent(p, l, t) => Ok((p, l, t)),

@@ -427,6 +427,26 @@ pub(crate) fn mount_table<'g>(vfs: &Vfs, guard: &'g Guard) -> &'g MountTable {
     unsafe { t.deref() }
 }
 
+/// The index of `mnt` in the current mount table (`usize::MAX` for the root mount), as the
+/// path cache records it.
+pub(crate) fn mount_index(vfs: &Vfs, mnt: &Arc<Mount>, guard: &Guard) -> Option<usize> {
+    if Arc::ptr_eq(mnt, vfs.root_mount()) {
+        return Some(usize::MAX);
+    }
+    mount_table(vfs, guard)
+        .all
+        .iter()
+        .position(|m| Arc::ptr_eq(m, mnt))
+}
+
+/// The mount at `idx` of the current table (see [`mount_index`]).
+pub(crate) fn mount_at<'g>(vfs: &'g Vfs, idx: usize, guard: &'g Guard) -> Option<&'g Arc<Mount>> {
+    if idx == usize::MAX {
+        return Some(vfs.root_mount());
+    }
+    mount_table(vfs, guard).all.get(idx)
+}
+
 /// Moves from a mount point to the root of the top mount on it.
 fn cross_mounts<'g>(ctx: &Ctx<'g>, p: Pos<'g>, locked: bool) -> Result<Pos<'g>, Fail> {
     match mount_table(ctx.vfs, ctx.guard).top.get(&key(p.mnt, p.d)) {
