@@ -45,26 +45,58 @@ fn load_word(b: &[u8], i: usize) -> u64 {
 /// Whether `p` contains a NUL byte, a word at a time.
 #[inline]
 pub fn has_nul(p: &[u8]) -> bool {
+    let n = p.len();
+    if n < 8 {
+        #[allow(clippy::manual_contains)] // `contains` would call memchr for a few bytes
+        return p.iter().any(|&b| b == 0);
+    }
     let mut i = 0;
-    while i + 8 <= p.len() {
+    while i + 8 <= n {
         if zero_bytes(load_word(p, i)) != 0 {
             return true;
         }
         i += 8;
     }
-    // A plain loop: `contains` would call memchr for at most seven bytes.
-    #[allow(clippy::manual_contains)]
-    p[i..].iter().any(|&b| b == 0)
+    // The last word overlaps the one before: bytes checked twice are harmless.
+    i < n && zero_bytes(load_word(p, n - 8)) != 0
 }
 
-/// A hash of a whole path, a word at a time (the key of the path cache).
+/// Up to eight bytes as a word without a byte loop: two overlapping loads.
+#[inline(always)]
+fn load_short(p: &[u8]) -> u64 {
+    let n = p.len();
+    if n >= 8 {
+        load_word(p, 0)
+    } else if n >= 4 {
+        let lo = u32::from_le_bytes(p[..4].try_into().expect("four bytes")) as u64;
+        let hi = u32::from_le_bytes(p[n - 4..].try_into().expect("four bytes")) as u64;
+        lo | (hi << 32)
+    } else if n >= 2 {
+        let lo = u16::from_le_bytes(p[..2].try_into().expect("two bytes")) as u64;
+        let hi = u16::from_le_bytes(p[n - 2..].try_into().expect("two bytes")) as u64;
+        lo | (hi << 16)
+    } else if n == 1 {
+        p[0] as u64
+    } else {
+        0
+    }
+}
+
+/// A hash of a whole path, a word at a time (the key of the path cache). The tail is read
+/// with overlapping loads; the length is mixed in, so overlaps cannot alias.
 #[inline]
 pub fn path_hash(p: &[u8]) -> u64 {
-    let mut h = p.len() as u64;
-    let mut i = 0;
-    while i < p.len() {
-        h = mix(h, load_word(p, i));
-        i += 8;
+    let n = p.len();
+    let mut h = (n as u64).wrapping_mul(K2);
+    if n <= 8 {
+        h = mix(h, load_short(p));
+    } else {
+        let mut i = 0;
+        while i + 8 < n {
+            h = mix(h, load_word(p, i));
+            i += 8;
+        }
+        h = mix(h, load_word(p, n - 8));
     }
     h ^ (h >> 29)
 }
@@ -321,6 +353,17 @@ mod tests {
         assert!(has_nul(b"0123456789abcde\0"));
         assert!(has_nul(b"\0"));
         assert!(!has_nul(b""));
+        assert!(has_nul(b"0123456789\0bcdefgh"));
+        assert!(!has_nul(b"0123456789abcdefghi"));
+        for n in 0..20 {
+            let v = vec![b'a'; n];
+            assert!(!has_nul(&v));
+            for k in 0..n {
+                let mut w = v.clone();
+                w[k] = 0;
+                assert!(has_nul(&w), "missed a NUL at {k} of {n}");
+            }
+        }
         assert_ne!(path_hash(b"/a/b"), path_hash(b"/a/c"));
     }
 
