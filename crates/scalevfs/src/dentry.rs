@@ -157,15 +157,7 @@ impl Dentry {
     }
 }
 
-/// A raw pointer that may cross threads inside a deferred function.
-struct SendPtr<T>(*mut T);
-// SAFETY: the pointee is `Sync` and owned by the deferred function.
-unsafe impl<T: Sync> Send for SendPtr<T> {}
-impl<T> SendPtr<T> {
-    fn into_inner(self) -> *mut T {
-        self.0
-    }
-}
+use crate::SendPtr;
 
 /// An owned reference to a dentry.
 pub struct DRef(NonNull<Dentry>);

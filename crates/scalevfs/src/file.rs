@@ -5,15 +5,21 @@
 //! dentry: unlinking the name turns the dentry negative while the file stays open, and the
 //! inode is freed on the last close (tmpfs semantics for unlinked-but-open files).
 //!
-//! The descriptor table is a vector under a mutex; the lowest free number is handed out,
-//! as POSIX requires.
+//! The descriptor table ([`FdTable`]) is read without locks under an epoch guard; writers
+//! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
+//! requires. A description stops counting as a user of its mount at its last close (so
+//! `umount` right after `close` succeeds), and its memory goes after a grace period.
 
 use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
 use crate::mount::Mount;
 use crate::types::{Fd, OFlags};
+use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::Mutex;
+use std::ptr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
 use std::sync::Arc;
 
 /// A mount and a dentry in it, held with references (a working directory, a root, an
@@ -51,6 +57,10 @@ pub struct OpenFile {
     pub(crate) flags: OFlags,
     /// File position, or the readdir cookie for directories.
     pub(crate) pos: Mutex<u64>,
+    /// Descriptor-table slots (in any process) that refer to this description.
+    fd_refs: AtomicU32,
+    /// Whether it was ever in a descriptor table.
+    installed: AtomicBool,
 }
 
 impl OpenFile {
@@ -67,6 +77,8 @@ impl OpenFile {
             inode,
             flags,
             pos: Mutex::new(0),
+            fd_refs: AtomicU32::new(0),
+            installed: AtomicBool::new(false),
         }
     }
 
@@ -74,72 +86,243 @@ impl OpenFile {
     pub(crate) fn is_path(&self) -> bool {
         self.flags.contains(OFlags::PATH)
     }
+
+    /// A slot now refers to it. A description counts as one user of its mount from its
+    /// creation until its last slot goes (or, if never installed, until it is dropped);
+    /// each 0 <-> 1 transition of `fd_refs` after the first install moves the count, so
+    /// the sum is right whatever order racing closes and `dup2`s take.
+    fn slot_added(&self) {
+        if self.fd_refs.fetch_add(1, AcqRel) == 0 && self.installed.swap(true, AcqRel) {
+            self.mnt.users.add(1);
+        }
+    }
+
+    /// A slot no longer refers to it: at the last one it stops counting as a user of the
+    /// mount at once (so `umount` right after `close` works), though lockless readers may
+    /// hold the memory for a grace period.
+    fn slot_removed(&self) {
+        if self.fd_refs.fetch_sub(1, AcqRel) == 1 {
+            self.mnt.users.add(-1);
+        }
+    }
 }
 
 impl Drop for OpenFile {
     fn drop(&mut self) {
-        self.mnt.users.add(-1);
+        if !self.installed.load(Acquire) {
+            self.mnt.users.add(-1);
+        }
+        // The last reference to an unlinked O_TMPFILE inode frees it: account for it.
+        if self.flags.contains(OFlags::TMPFILE)
+            && self.inode.nlink() == 0
+            && Arc::strong_count(&self.inode) == 1
+        {
+            let pages = match &self.inode.contents {
+                crate::inode::Contents::File(d) => d.read().pages(),
+                _ => 0,
+            };
+            self.mnt.fs.inode_released(pages);
+        }
     }
 }
 
 /// Most descriptors one process may hold (like `RLIMIT_NOFILE`).
 pub const MAX_FDS: usize = 1 << 20;
 
-/// A descriptor table.
-#[derive(Default, Clone)]
+struct Slots(Box<[AtomicPtr<OpenFile>]>);
+
+impl Slots {
+    fn with_len(n: usize) -> Slots {
+        Slots((0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect())
+    }
+}
+
+/// A descriptor table, read without locks (like Linux's RCU fdtable).
+///
+/// # Mechanism
+/// `slots` is an epoch-protected array of `Arc<OpenFile>` pointers (each slot owns one
+/// strong count). A lookup loads the array and the slot under the caller's guard and
+/// borrows the description for the guard's life, writing nothing. Writers (open, close,
+/// dup) hold `alloc`; a slot is cleared first and its count dropped after a grace period,
+/// so a lockless reader never sees a freed description. The array grows by copying into
+/// a new one and retiring the old after a grace period.
+///
+/// What protects each field outside its lock: `slots` (pointer and entries) is written
+/// only under `alloc` and read under an epoch guard.
 pub(crate) struct FdTable {
-    slots: Vec<Option<Arc<OpenFile>>>,
-    /// No free slot below this index.
-    low: usize,
+    slots: Atomic<Slots>,
+    /// The lowest index that may be free; serializes writers.
+    alloc: Mutex<usize>,
+}
+
+impl Default for FdTable {
+    fn default() -> Self {
+        FdTable {
+            slots: Atomic::new(Slots::with_len(16)),
+            alloc: Mutex::new(0),
+        }
+    }
 }
 
 impl FdTable {
-    pub fn get(&self, fd: Fd) -> Result<Arc<OpenFile>> {
-        usize::try_from(fd.0)
-            .ok()
-            .and_then(|i| self.slots.get(i))
-            .and_then(|s| s.clone())
-            .ok_or(Errno::EBADF)
+    fn slots<'g>(&self, g: &'g Guard) -> &'g Slots {
+        // SAFETY: never null; a replaced array is freed after a grace period.
+        unsafe { self.slots.load(Acquire, g).deref() }
     }
 
-    pub fn insert(&mut self, f: Arc<OpenFile>) -> Result<Fd> {
-        let mut i = self.low;
-        while i < self.slots.len() && self.slots[i].is_some() {
+    /// The description behind `fd`, borrowed for the guard's life, with no write.
+    #[inline]
+    pub fn get_ref<'g>(&self, fd: Fd, g: &'g Guard) -> Result<&'g OpenFile> {
+        let i = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
+        let p = self
+            .slots(g)
+            .0
+            .get(i)
+            .map(|s| s.load(Acquire))
+            .unwrap_or(ptr::null_mut());
+        // SAFETY: a slot's count is dropped only after a grace period, and we hold `g`.
+        unsafe { p.as_ref() }.ok_or(Errno::EBADF)
+    }
+
+    /// The description behind `fd`, with a strong count of its own.
+    pub fn get(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+        let g = crossbeam_epoch::pin();
+        let f = self.get_ref(fd, &g)?;
+        // SAFETY: the slot's count keeps the count above zero while `g` is held.
+        unsafe {
+            let p = f as *const OpenFile;
+            Arc::increment_strong_count(p);
+            Ok(Arc::from_raw(p))
+        }
+    }
+
+    /// Puts `f` in slot `i`, growing the array if needed; returns what was there. The
+    /// caller holds `alloc`.
+    fn put_locked(&self, i: usize, f: Arc<OpenFile>, g: &Guard) -> *mut OpenFile {
+        let mut cur = self.slots(g);
+        if i >= cur.0.len() {
+            let n = (i + 1).next_power_of_two().max(cur.0.len() * 2);
+            let new = Slots::with_len(n);
+            for (a, b) in cur.0.iter().zip(new.0.iter()) {
+                b.store(a.load(Relaxed), Relaxed);
+            }
+            let old = self.slots.swap(Owned::new(new), AcqRel, g);
+            // SAFETY: unreachable now; readers hold guards. Dropping `Slots` frees the
+            // array only; its pointers moved to the new one.
+            unsafe { g.defer_destroy(old) };
+            cur = self.slots(g);
+        }
+        f.slot_added();
+        cur.0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+    }
+
+    /// Gives up a slot's count: the last slot releases the mount at once; the memory
+    /// goes after a grace period.
+    fn put_slot(p: *mut OpenFile, g: &Guard) {
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: `p` came from a slot, which owned one strong count.
+        unsafe { &*p }.slot_removed();
+        let p = crate::SendPtr(p);
+        // SAFETY: the slot no longer holds `p`; readers that loaded it hold guards.
+        unsafe { g.defer_unchecked(move || drop(Arc::from_raw(p.into_inner()))) };
+    }
+
+    /// Installs `f` at the lowest free descriptor.
+    pub fn insert(&self, f: Arc<OpenFile>) -> Result<Fd> {
+        let g = crossbeam_epoch::pin();
+        let mut low = self.alloc.lock();
+        let slots = self.slots(&g);
+        let mut i = *low;
+        while i < slots.0.len() && !slots.0[i].load(Relaxed).is_null() {
             i += 1;
         }
         if i >= MAX_FDS {
             return Err(Errno::EMFILE);
         }
-        if i == self.slots.len() {
-            self.slots.push(None);
-        }
-        self.slots[i] = Some(f);
-        self.low = i + 1;
+        let prev = self.put_locked(i, f, &g);
+        debug_assert!(prev.is_null());
+        *low = i + 1;
         Ok(Fd(i as i32))
     }
 
-    pub fn remove(&mut self, fd: Fd) -> Result<Arc<OpenFile>> {
+    /// Closes `fd`.
+    pub fn remove(&self, fd: Fd) -> Result<()> {
         let i = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
-        let f = self
-            .slots
-            .get_mut(i)
-            .and_then(|s| s.take())
-            .ok_or(Errno::EBADF)?;
-        self.low = self.low.min(i);
-        while self.slots.last().is_some_and(|s| s.is_none()) {
-            self.slots.pop();
+        let g = crossbeam_epoch::pin();
+        let mut low = self.alloc.lock();
+        let p = self
+            .slots(&g)
+            .0
+            .get(i)
+            .map(|s| s.swap(ptr::null_mut(), AcqRel))
+            .unwrap_or(ptr::null_mut());
+        if p.is_null() {
+            return Err(Errno::EBADF);
         }
-        Ok(f)
+        *low = (*low).min(i);
+        drop(low);
+        Self::put_slot(p, &g);
+        Ok(())
     }
 
-    pub fn set(&mut self, fd: Fd, f: Arc<OpenFile>) -> Result<Option<Arc<OpenFile>>> {
-        let i = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
+    /// `dup`.
+    pub fn dup(&self, fd: Fd) -> Result<Fd> {
+        let f = self.get(fd)?;
+        self.insert(f)
+    }
+
+    /// `dup2`.
+    pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        let f = self.get(old)?;
+        if old == new {
+            return Ok(new);
+        }
+        let i = usize::try_from(new.0).map_err(|_| Errno::EBADF)?;
         if i >= MAX_FDS {
             return Err(Errno::EBADF);
         }
-        if i >= self.slots.len() {
-            self.slots.resize(i + 1, None);
+        let g = crossbeam_epoch::pin();
+        let low = self.alloc.lock();
+        let prev = self.put_locked(i, f, &g);
+        drop(low);
+        Self::put_slot(prev, &g);
+        Ok(new)
+    }
+
+    /// A copy with the same descriptions under the same numbers (`fork`).
+    pub fn fork(&self) -> FdTable {
+        let t = FdTable::default();
+        let g = crossbeam_epoch::pin();
+        let _l = self.alloc.lock();
+        let _tl = t.alloc.lock();
+        for (i, s) in self.slots(&g).0.iter().enumerate() {
+            let p = s.load(Acquire);
+            if !p.is_null() {
+                // SAFETY: the slot's count keeps the count above zero; we hold `alloc`.
+                let f = unsafe {
+                    Arc::increment_strong_count(p);
+                    Arc::from_raw(p)
+                };
+                t.put_locked(i, f, &g);
+            }
         }
-        Ok(self.slots[i].replace(f))
+        drop(_tl);
+        t
+    }
+}
+
+impl Drop for FdTable {
+    fn drop(&mut self) {
+        let g = crossbeam_epoch::pin();
+        for s in self.slots(&g).0.iter() {
+            Self::put_slot(s.swap(ptr::null_mut(), AcqRel), &g);
+        }
+        // SAFETY: the table is going away; no reader of it remains.
+        unsafe {
+            let old = self.slots.swap(crossbeam_epoch::Shared::null(), AcqRel, &g);
+            g.defer_destroy(old);
+        }
     }
 }

@@ -193,6 +193,16 @@ impl Vfs {
     }
 }
 
+/// A raw pointer that may cross threads inside a deferred function.
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+// SAFETY: the pointee is `Sync` and owned by the deferred function.
+unsafe impl<T: Sync> Send for SendPtr<T> {}
+impl<T> SendPtr<T> {
+    pub(crate) fn into_inner(self) -> *mut T {
+        self.0
+    }
+}
+
 /// An open namespace change; see [`Vfs::ns_guard`].
 pub(crate) struct NsChange<'a>(&'a Vfs);
 

@@ -73,7 +73,7 @@ pub struct Process {
     ctx: Atomic<FsCtx>,
     creds: Atomic<CredsBox>,
     umask: AtomicU32,
-    files: Mutex<FdTable>,
+    files: FdTable,
     ctx_lock: Mutex<()>,
 }
 
@@ -247,7 +247,7 @@ impl Process {
             ctx: Atomic::new(ctx),
             creds: Atomic::new(CredsBox::new(creds)),
             umask: AtomicU32::new(0o022),
-            files: Mutex::new(FdTable::default()),
+            files: FdTable::default(),
             ctx_lock: Mutex::new(()),
         }
     }
@@ -270,7 +270,7 @@ impl Process {
             }),
             creds: Atomic::new(CredsBox::new(self.creds_ref(&g).clone())),
             umask: AtomicU32::new(self.umask.load(Relaxed)),
-            files: Mutex::new(self.files.lock().clone()),
+            files: self.files.fork(),
             ctx_lock: Mutex::new(()),
         }
     }
@@ -310,7 +310,7 @@ impl Process {
     }
 
     fn file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
-        self.files.lock().get(fd)
+        self.files.get(fd)
     }
 
     /// Runs `f` with a walk context and the start position for `path` relative to `dirfd`.
@@ -320,7 +320,6 @@ impl Process {
         path: &[u8],
         f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
     ) -> Result<R> {
-        let held;
         let guard = crossbeam_epoch::pin();
         let ctx = self.ctx_ref(&guard);
         let start = if path.first() == Some(&b'/') || dirfd == Fd::CWD {
@@ -329,7 +328,7 @@ impl Process {
                 d: &ctx.cwd.d,
             }
         } else {
-            held = self.file(dirfd)?;
+            let held = self.files.get_ref(dirfd, &guard)?;
             match &held.dir {
                 Some(d) => Start { mnt: &held.mnt, d },
                 None if path.is_empty() => Start {
@@ -849,7 +848,7 @@ impl Process {
                 self.open_existing(cx, start, path, flags)
             }
         })?;
-        self.files.lock().insert(Arc::new(of))
+        self.files.insert(Arc::new(of))
     }
 
     /// Opens an existing object: the fast walk, then references, then validation.
@@ -1087,25 +1086,7 @@ impl Process {
 
     /// `close(2)`.
     pub fn close(&self, fd: Fd) -> Result<()> {
-        let f = self.files.lock().remove(fd)?;
-        Self::release(f);
-        Ok(())
-    }
-
-    fn release(f: Arc<OpenFile>) {
-        // The last close of an O_TMPFILE or unlinked file frees it; account for it.
-        if let Ok(of) = Arc::try_unwrap(f) {
-            if of.inode.nlink() == 0
-                && Arc::strong_count(&of.inode) == 1
-                && of.flags.contains(OFlags::TMPFILE)
-            {
-                let pages = match &of.inode.contents {
-                    crate::inode::Contents::File(d) => d.read().pages(),
-                    _ => 0,
-                };
-                of.mnt.fs.inode_released(pages);
-            }
-        }
+        self.files.remove(fd)
     }
 
     // ---------------------------------------------------------------- data
@@ -2336,24 +2317,12 @@ impl Process {
 
     /// `dup(2)`.
     pub fn dup(&self, fd: Fd) -> Result<Fd> {
-        let mut t = self.files.lock();
-        let f = t.get(fd)?;
-        t.insert(f)
+        self.files.dup(fd)
     }
 
     /// `dup2(2)`.
     pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
-        let mut t = self.files.lock();
-        let f = t.get(old)?;
-        if old == new {
-            return Ok(new);
-        }
-        let prev = t.set(new, f)?;
-        drop(t);
-        if let Some(p) = prev {
-            Self::release(p);
-        }
-        Ok(new)
+        self.files.dup2(old, new)
     }
 
     // ---------------------------------------------------------------- mounts
@@ -2599,8 +2568,6 @@ impl Drop for Process {
                 drop(c.into_owned());
             }
         }
-        let files = std::mem::take(&mut *self.files.lock());
-        drop(files);
     }
 }
 

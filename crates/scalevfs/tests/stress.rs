@@ -173,3 +173,63 @@ fn exchange_is_atomic_for_readers() {
     stop.store(true, Ordering::Relaxed);
     w.join().unwrap();
 }
+
+/// Threads sharing one process open, use, dup2 and close descriptors while others use
+/// them through `fstatat` and `read`: lookups are lockless, so closes race with uses.
+/// Every call either works or fails with EBADF (a descriptor closed under it); the
+/// mount's user count returns to zero, so it can be unmounted afterwards.
+#[test]
+fn shared_descriptor_table() {
+    let vfs = Vfs::new_memfs();
+    let p = Arc::new(vfs.process(Creds::root()));
+    p.mkdir("/m", 0o755).unwrap();
+    p.mount("/m", MemFs::new(MemFsOptions::default())).unwrap();
+    p.mkdir("/m/d", 0o755).unwrap();
+    p.write_file("/m/d/x", b"hello").unwrap();
+    let hs: Vec<_> = (0..4)
+        .map(|t| {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                let mut r = Rng(0x1234_5678 + t);
+                for _ in 0..20_000 {
+                    let fd = Fd((r.next() % 8) as i32);
+                    match r.next() % 5 {
+                        0 => {
+                            let _ = p.open("/m/d", OFlags::RDONLY | OFlags::DIRECTORY, 0);
+                        }
+                        1 => {
+                            let _ = p.open("/m/d/x", OFlags::RDONLY, 0);
+                        }
+                        2 => match p.close(fd) {
+                            Ok(()) | Err(Errno::EBADF) => {}
+                            Err(e) => panic!("close: {e:?}"),
+                        },
+                        3 => match p.dup2(fd, Fd((r.next() % 8) as i32)) {
+                            Ok(_) | Err(Errno::EBADF) => {}
+                            Err(e) => panic!("dup2: {e:?}"),
+                        },
+                        _ => match p.fstatat(fd, "x", AtFlags::empty()) {
+                            Ok(st) => assert_eq!(st.size, 5),
+                            Err(Errno::EBADF) | Err(Errno::ENOTDIR) => {}
+                            Err(e) => panic!("fstatat: {e:?}"),
+                        },
+                    }
+                    let mut b = [0u8; 5];
+                    match p.pread(fd, &mut b, 0) {
+                        Ok(n) => assert!(n == 5 && &b == b"hello" || n == 0),
+                        Err(Errno::EBADF) | Err(Errno::EISDIR) => {}
+                        Err(e) => panic!("pread: {e:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!(p.umount("/m"), Err(Errno::EBUSY));
+    for fd in 0..(1 << 17) {
+        let _ = p.close(Fd(fd));
+    }
+    p.umount("/m").unwrap();
+}
