@@ -2,6 +2,13 @@
 
 mod bench;
 
+/// The engine frees memory after epoch grace periods, on whichever thread collects the
+/// garbage; glibc malloc serializes such cross-thread frees on its arena locks (W8 then
+/// does not scale at all). A scalable allocator is what a multi-threaded user of the
+/// engine should link; the command does.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

@@ -13,7 +13,7 @@
 use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
-use crate::mount::Mount;
+use crate::mount::{Mount, MountRef};
 use crate::types::{Fd, OFlags};
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::Mutex;
@@ -50,7 +50,7 @@ impl Drop for Loc {
 
 /// An open file description.
 pub struct OpenFile {
-    pub(crate) mnt: Arc<Mount>,
+    pub(crate) mnt: MountRef,
     /// The dentry, for directories (and `O_PATH` descriptors of directories).
     pub(crate) dir: Option<DRef>,
     pub(crate) inode: Arc<Inode>,
@@ -65,14 +65,14 @@ pub struct OpenFile {
 
 impl OpenFile {
     pub(crate) fn new(
-        mnt: Arc<Mount>,
+        mnt: &Arc<Mount>,
         dir: Option<DRef>,
         inode: Arc<Inode>,
         flags: OFlags,
     ) -> OpenFile {
         mnt.users.add(1);
         OpenFile {
-            mnt,
+            mnt: MountRef::new(mnt),
             dir,
             inode,
             flags,

@@ -190,6 +190,11 @@ pub enum Contents {
 }
 
 /// An inode. Shared as `Arc<Inode>`.
+///
+/// Aligned to a cache line: inodes of unrelated files allocated side by side would
+/// otherwise share lines that their writers (two threads creating in two directories)
+/// bounce between cores.
+#[repr(align(64))]
 pub struct Inode {
     /// Inode number, unique within its file system for the inode's life.
     pub ino: u64,

@@ -83,6 +83,7 @@ impl Vfs {
             root,
             parent: None,
             users: StripedCounter::default(),
+            detached: Default::default(),
         });
         static NEXT_VFS: AtomicU64 = AtomicU64::new(1);
         Arc::new(Vfs {

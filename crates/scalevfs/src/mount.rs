@@ -35,6 +35,8 @@ pub struct Mount {
     pub parent: Option<(Arc<Mount>, DRef)>,
     /// Open files, working directories and roots inside this mount.
     pub users: StripedCounter,
+    /// Set by `umount`: per-thread handles to it are dropped when next seen.
+    pub detached: std::sync::atomic::AtomicBool,
 }
 
 impl Mount {
@@ -48,6 +50,50 @@ impl Mount {
 impl std::fmt::Debug for Mount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Mount({}, {:?})", self.id, self.fs)
+    }
+}
+
+/// A reference to a mount for open files that writes no line shared between threads.
+///
+/// `Arc<Mount>` keeps one count for everyone: every `open` and `close` on every thread
+/// would bounce it. Instead each thread keeps, per mount, one [`MountHandle`] (which owns
+/// one `Arc<Mount>`), and an open file holds an `Arc` of its thread's handle: the count it
+/// touches is that thread's. Handles of detached mounts are dropped from the thread's
+/// table when next looked up, or when the thread exits.
+pub struct MountRef(Arc<MountHandle>);
+
+/// One thread's hold on a mount; see [`MountRef`].
+pub struct MountHandle {
+    mnt: Arc<Mount>,
+}
+
+impl MountRef {
+    /// A reference to `m` through this thread's handle.
+    pub fn new(m: &Arc<Mount>) -> MountRef {
+        use std::cell::RefCell;
+        use std::sync::atomic::Ordering::Relaxed;
+        thread_local! {
+            static HANDLES: RefCell<Vec<Arc<MountHandle>>> = const { RefCell::new(Vec::new()) };
+        }
+        let found = HANDLES.try_with(|h| {
+            let mut h = h.borrow_mut();
+            h.retain(|x| !x.mnt.detached.load(Relaxed));
+            if let Some(x) = h.iter().find(|x| Arc::ptr_eq(&x.mnt, m)) {
+                return x.clone();
+            }
+            let x = Arc::new(MountHandle { mnt: m.clone() });
+            h.push(x.clone());
+            x
+        });
+        MountRef(found.unwrap_or_else(|_| Arc::new(MountHandle { mnt: m.clone() })))
+    }
+}
+
+impl std::ops::Deref for MountRef {
+    type Target = Arc<Mount>;
+    #[inline]
+    fn deref(&self) -> &Arc<Mount> {
+        &self.0.mnt
     }
 }
 

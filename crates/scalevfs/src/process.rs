@@ -479,7 +479,7 @@ impl Process {
             let g = crossbeam_epoch::pin();
             let cwd = &self.ctx_ref(&g).cwd;
             let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
-            let of = OpenFile::new(cwd.mnt.clone(), Some(cwd.d.clone()), inode, OFlags::PATH);
+            let of = OpenFile::new(&cwd.mnt, Some(cwd.d.clone()), inode, OFlags::PATH);
             return f(&of);
         }
         f(&*self.file(dirfd)?)
@@ -897,7 +897,7 @@ impl Process {
         } else {
             None
         };
-        Ok(OpenFile::new(p.mnt.clone(), dir, inode, flags))
+        Ok(OpenFile::new(p.mnt, dir, inode, flags))
     }
 
     /// Linux `may_open` for an existing object.
@@ -1053,7 +1053,7 @@ impl Process {
                 Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
                 drop(st);
                 dir_inode.dir_changed(1, t);
-                Ok(OpenFile::new(parent.mnt.clone(), None, inode, flags))
+                Ok(OpenFile::new(parent.mnt, None, inode, flags))
             })();
             self.vfs.change_end();
             return r;
@@ -1081,7 +1081,7 @@ impl Process {
         let (uid, gid, m) = init_owner(dir, cx.creds, m);
         let inode = p.mnt.fs.new_inode(m, uid, gid, 0, None, now())?;
         inode.add_links(-1, None);
-        Ok(OpenFile::new(p.mnt.clone(), None, inode, flags))
+        Ok(OpenFile::new(p.mnt, None, inode, flags))
     }
 
     /// `close(2)`.
@@ -2352,6 +2352,7 @@ impl Process {
                 root,
                 parent: Some((p.mnt.clone(), d)),
                 users: Default::default(),
+                detached: Default::default(),
             });
             let _l = self.vfs.lock_mounts();
             let old = walk::mount_table(&self.vfs, cx.guard);
@@ -2413,6 +2414,7 @@ impl Process {
                 pd.flags.fetch_and(!MOUNTED, SeqCst);
             }
             let _ = pm;
+            target.detached.store(true, SeqCst);
             self.vfs.publish_mounts(MountTable::build(all), cx.guard);
             self.vfs.mount_seq.write_end();
             Ok(())
