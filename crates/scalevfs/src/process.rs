@@ -579,6 +579,61 @@ impl Process {
         path: &'a [u8],
         links: &mut u32,
     ) -> Result<(Pos<'g>, Last<'a>, bool)> {
+        if !cx.vfs.check_mode() {
+            return Self::parent_of_inner(cx, start, path, links);
+        }
+        // Check mode: what the cache or the fast walk gave must be what the locked walk
+        // gives, unless the namespace changed meanwhile.
+        let before = cx.vfs.change_count();
+        let base = *links;
+        let r = Self::parent_of_inner(cx, start, path, links);
+        let summary = |p: &Pos<'_>, l: &Last<'_>, t: bool| {
+            let name: &[u8] = match l {
+                Last::Normal(c) => c.bytes,
+                Last::Dot => b".",
+                Last::DotDot => b"..",
+                Last::Root => b"/",
+            };
+            (
+                Arc::as_ptr(p.mnt) as usize,
+                p.d as *const Dentry as usize,
+                name.to_vec(),
+                t,
+            )
+        };
+        let fast = r
+            .as_ref()
+            .map(|(p, l, t)| summary(p, l, *t))
+            .map_err(|e| *e);
+        let mut l2 = base;
+        let Ok(sp) = start.pos(true, cx.guard) else {
+            unreachable!("a locked position never asks to retry");
+        };
+        let locked = walk::walk(
+            cx,
+            sp,
+            path,
+            Flags {
+                follow: false,
+                parent: true,
+            },
+            true,
+            &mut l2,
+        )
+        .map(|w| match w.found {
+            Found::Parent(p, l, t) => summary(&p, &l, t),
+            Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        });
+        walk::compare(cx.vfs, before, &fast, locked);
+        r
+    }
+
+    fn parent_of_inner<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        links: &mut u32,
+    ) -> Result<(Pos<'g>, Last<'a>, bool)> {
         // The parent of "dir/name" is what a full walk of "dir" reaches: try the path cache
         // under that key (not for restarts through symlink bodies, which count links).
         let split = match path.iter().rposition(|&b| b == b'/') {
@@ -863,6 +918,23 @@ impl Process {
             follow: !flags.contains(OFlags::NOFOLLOW),
             parent: false,
         };
+        if cx.vfs.check_mode() {
+            // Check mode covers open's walk: `with_walk` compares fast and locked.
+            let _ = with_walk(cx.vfs, |locked| {
+                let mut links = 0;
+                let w = walk::walk(
+                    cx,
+                    start.pos(locked, cx.guard)?,
+                    path,
+                    wf,
+                    locked,
+                    &mut links,
+                )?;
+                let p = w.pos();
+                w.validate(cx)?;
+                Ok((Arc::as_ptr(p.mnt) as usize, p.d as *const Dentry as usize))
+            });
+        }
         let of = retry(|locked| {
             let mut links = 0;
             let w = walk::walk(

@@ -516,7 +516,9 @@ pub(crate) fn with_walk<T: PartialEq + std::fmt::Debug>(
     }
 }
 
-fn compare<T: PartialEq + std::fmt::Debug>(
+/// Check mode: panics if a fast result and a locked one disagree while no namespace change
+/// happened since `before`.
+pub(crate) fn compare<T: PartialEq + std::fmt::Debug>(
     vfs: &Vfs,
     before: u64,
     fast: &Result<T, Errno>,

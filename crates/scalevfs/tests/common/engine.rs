@@ -20,9 +20,12 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// A fresh memfs as root, umask 022.
+    /// A fresh memfs as root, umask 022, in check mode: every lockless walk and path-cache
+    /// answer is repeated by the locked walk and must agree (a disagreement panics, which
+    /// the harness reports as a divergence).
     pub fn new() -> Engine {
         let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(true);
         let p = vfs.process(Creds::root());
         Engine {
             _vfs: vfs,
