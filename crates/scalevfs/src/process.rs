@@ -6,13 +6,13 @@
 //!   `chroot`-like changes and `set_creds` publish a new value under `ctx_lock` and free the
 //!   old one after a grace period.
 //! - `umask` is an atomic.
-//! - `files`, the descriptor table, is under its mutex, held only to look up, insert or
-//!   remove a descriptor.
+//! - `files`, the descriptor table, is read without a lock under the epoch guard; its
+//!   writers (open, close, dup) serialize on its allocation mutex (see `file`).
 //!
 //! # Lock order
 //! ```text
 //! ctx_lock
-//! files
+//! FdTable::alloc
 //! MemFs::rename_lock            (cross-directory renames of directories only)
 //!   directory mutexes           (several: sorted by address, `DirLocks`)
 //!     FileData rwlock
@@ -412,22 +412,29 @@ impl Process {
         let cacheable = cx.creds_id != 0;
         let gen = vfs.ns_gen();
         let ms = vfs.mount_seq.read_begin();
+        // One probe of the path cache; the answer holds if nothing it depends on moved.
+        let probe = || {
+            let ms = ms?;
+            let h = pathcache::lookup(&key, path, gen, ms)?;
+            // SAFETY: the cache entry holds a reference on the dentry.
+            let d = unsafe { &*h.d };
+            let r = f(d.inode(cx.guard)?, h.dev);
+            (!d.seq.read_retry(h.seq) && vfs.ns_gen() == gen && !vfs.mount_seq.read_retry(ms))
+                .then_some(r)
+        };
+        let check = vfs.check_mode();
+        if cacheable && !check {
+            match probe() {
+                Some(Ok(v)) => return Ok(v),
+                Some(Err(Fail::Err(e))) => return Err(e),
+                _ => {}
+            }
+        }
         with_walk(vfs, |locked| {
-            if !locked && cacheable {
-                if let Some(ms) = ms {
-                    if let Some(h) = pathcache::lookup(&key, path, gen, ms) {
-                        // SAFETY: the cache entry holds a reference on the dentry.
-                        let d = unsafe { &*h.d };
-                        if let Some(inode) = d.inode(cx.guard) {
-                            let r = f(inode, h.dev);
-                            if !d.seq.read_retry(h.seq)
-                                && vfs.ns_gen() == gen
-                                && !vfs.mount_seq.read_retry(ms)
-                            {
-                                return r;
-                            }
-                        }
-                    }
+            // In check mode the cached answer is compared with the locked walk too.
+            if !locked && cacheable && check {
+                if let Some(r) = probe() {
+                    return r;
                 }
             }
             let mut links = 0;
