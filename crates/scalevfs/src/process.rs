@@ -1163,6 +1163,31 @@ impl Process {
         Ok(OpenFile::new(p.mnt, None, inode, flags))
     }
 
+    /// Opens the object `fd` refers to again, with new `flags` (what Linux does through
+    /// `/proc/self/fd/N`): an `O_PATH` descriptor becomes a readable or writable one after
+    /// the usual permission checks, including for an unlinked file. Creation flags are
+    /// ignored; `O_TRUNC` truncates. For frontends (FUSE) that name files by handle.
+    pub fn reopen(&self, fd: Fd, flags: OFlags) -> Result<Fd> {
+        let old = self.file(fd)?;
+        // Drop the creation bits (O_TMPFILE without its O_DIRECTORY part).
+        let mut flags = OFlags(flags.0 & !(OFlags::CREAT.0 | OFlags::EXCL.0 | 0o20000000));
+        if flags.contains(OFlags::PATH) {
+            flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
+        } else if flags.0 & 3 == 3 {
+            return Err(Errno::EINVAL);
+        }
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let ty = old.inode.mode() & S_IFMT;
+        if ty == S_IFLNK && !flags.contains(OFlags::PATH) {
+            return Err(Errno::ELOOP);
+        }
+        Self::may_open(&old.inode, flags | OFlags::NOFOLLOW, creds)?;
+        let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags);
+        self.finish_open(&of, creds)?;
+        self.files.insert(Arc::new(of))
+    }
+
     /// `close(2)`.
     pub fn close(&self, fd: Fd) -> Result<()> {
         self.files.remove(fd)

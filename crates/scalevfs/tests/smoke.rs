@@ -290,3 +290,24 @@ fn path_cache_invalidation() {
     p.chdir("/z/b").unwrap();
     assert_eq!(p.stat("f").unwrap().size, 1);
 }
+
+#[test]
+fn reopen_path_descriptor() {
+    let vfs = Vfs::new_memfs();
+    let p = vfs.process(Creds::root());
+    p.write_file("/f", b"abc").unwrap();
+    let h = p.open("/f", OFlags::PATH, 0).unwrap();
+    let mut b = [0u8; 3];
+    assert_eq!(p.read(h, &mut b), Err(Errno::EBADF));
+    let r = p.reopen(h, OFlags::RDWR).unwrap();
+    p.unlink("/f").unwrap();
+    assert_eq!(p.pread(r, &mut b, 0).unwrap(), 3);
+    let w = p.reopen(h, OFlags::WRONLY | OFlags::TRUNC).unwrap();
+    assert_eq!(p.fstat(w).unwrap().size, 0);
+    let u = vfs.process(Creds::user(1000, 1000, vec![]));
+    u.write_file("/mine", b"").unwrap();
+    u.chmod("/mine", 0o200).unwrap();
+    let hu = u.open("/mine", OFlags::PATH, 0).unwrap();
+    assert_eq!(u.reopen(hu, OFlags::RDONLY), Err(Errno::EACCES));
+    assert!(u.reopen(hu, OFlags::WRONLY).is_ok());
+}
