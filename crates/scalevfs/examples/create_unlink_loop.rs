@@ -2,6 +2,10 @@
 //! directory, for instruction counts under callgrind and for scaling experiments:
 //! `target/release/examples/create_unlink_loop N [THREADS]`.
 
+/// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use scalevfs::{Creds, OFlags, Vfs};
 
 fn main() {

@@ -2,6 +2,10 @@
 //! `valgrind --tool=callgrind target/release/examples/stat_loop 100000 /wis/a/b/c/file`
 //! (instructions per stat = total / N, minus the set-up counted with N = 0).
 
+/// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use scalevfs::{Creds, Vfs};
 
 fn main() {
