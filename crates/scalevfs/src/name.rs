@@ -86,31 +86,46 @@ fn load_short(p: &[u8]) -> u64 {
 /// with overlapping loads; the length is mixed in, so overlaps cannot alias.
 #[inline]
 pub fn path_hash(p: &[u8]) -> u64 {
+    path_hash_nul(p).0
+}
+
+/// [`path_hash`] and whether the path holds a NUL byte, in one pass over it.
+#[inline]
+pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
     let n = p.len();
     let mut h = (n as u64).wrapping_mul(K2);
     if n <= 8 {
+        #[allow(clippy::manual_contains)] // `contains` would call memchr for a few bytes
+        let nul = p.iter().any(|&b| b == 0);
         h = mix(h, load_short(p));
-    } else {
-        let mut i = 0;
-        if n > 32 {
-            // Four independent lanes: long paths hash at the multiplier's throughput, not
-            // its latency.
-            let mut l = [h, h ^ K1, h ^ K2, h.rotate_left(17)];
-            while i + 32 < n {
-                for (k, lane) in l.iter_mut().enumerate() {
-                    *lane = mix(*lane, load_word(p, i + 8 * k));
-                }
-                i += 32;
-            }
-            h = mix(mix(l[0], l[1]), mix(l[2], l[3]));
-        }
-        while i + 8 < n {
-            h = mix(h, load_word(p, i));
-            i += 8;
-        }
-        h = mix(h, load_word(p, n - 8));
+        return (h ^ (h >> 29), nul);
     }
-    h ^ (h >> 29)
+    let mut zeros = 0u64;
+    let mut i = 0;
+    if n > 32 {
+        // Four independent lanes: long paths hash at the multiplier's throughput, not
+        // its latency.
+        let mut l = [h, h ^ K1, h ^ K2, h.rotate_left(17)];
+        while i + 32 < n {
+            for (k, lane) in l.iter_mut().enumerate() {
+                let w = load_word(p, i + 8 * k);
+                zeros |= zero_bytes(w);
+                *lane = mix(*lane, w);
+            }
+            i += 32;
+        }
+        h = mix(mix(l[0], l[1]), mix(l[2], l[3]));
+    }
+    while i + 8 < n {
+        let w = load_word(p, i);
+        zeros |= zero_bytes(w);
+        h = mix(h, w);
+        i += 8;
+    }
+    let w = load_word(p, n - 8);
+    zeros |= zero_bytes(w);
+    h = mix(h, w);
+    (h ^ (h >> 29), zeros != 0)
 }
 
 /// A mask with the high bit set in each byte of `w` that is zero (exact for the lowest
@@ -377,6 +392,15 @@ mod tests {
             }
         }
         assert_ne!(path_hash(b"/a/b"), path_hash(b"/a/c"));
+        for n in 0..80 {
+            let v = vec![b'a'; n];
+            assert!(!path_hash_nul(&v).1);
+            for k in 0..n {
+                let mut w = v.clone();
+                w[k] = 0;
+                assert!(path_hash_nul(&w).1, "missed a NUL at {k} of {n}");
+            }
+        }
     }
 
     #[test]

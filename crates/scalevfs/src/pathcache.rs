@@ -74,14 +74,13 @@ pub(crate) struct Hit {
     pub seq: u32,
 }
 
-/// Looks `path` up. `gen` and `mount_seq` are the namespace's current values, read by the
+/// Looks `path` up; `hash` is its [`path_hash`]. `gen` and `mount_seq` are the namespace's current values, read by the
 /// caller under its epoch guard.
 #[inline]
-pub(crate) fn lookup(key: &Key, path: &[u8], gen: u64, mount_seq: u32) -> Option<Hit> {
+pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32) -> Option<Hit> {
     if path.len() > MAX_PATH {
         return None;
     }
-    let hash = path_hash(path);
     TABLE
         .try_with(|t| {
             let t = t.borrow();

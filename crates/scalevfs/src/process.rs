@@ -77,6 +77,19 @@ pub struct Process {
     ctx_lock: Mutex<()>,
 }
 
+/// Checks a user path like [`cpath`] and hashes it for the path cache, in one pass.
+fn cpath_hashed(p: &Path) -> Result<(&[u8], u64)> {
+    let b = p.as_os_str().as_bytes();
+    if b.len() >= limits::PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let (h, nul) = crate::name::path_hash_nul(b);
+    if nul {
+        return Err(Errno::EINVAL);
+    }
+    Ok((b, h))
+}
+
 /// Checks a user path: no NUL (`EINVAL`), shorter than `PATH_MAX` (`ENAMETOOLONG`).
 fn cpath(p: &Path) -> Result<&[u8]> {
     let b = p.as_os_str().as_bytes();
@@ -372,7 +385,7 @@ impl Process {
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800) != 0 {
             return Err(Errno::EINVAL);
         }
-        let path = cpath(path.as_ref())?;
+        let (path, hash) = cpath_hashed(path.as_ref())?;
         if path.is_empty() {
             return self.empty_path(dirfd, flags, |f| Ok(f.inode.stat(f.mnt.dev())));
         }
@@ -381,7 +394,7 @@ impl Process {
             parent: false,
         };
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, wf.follow, |i, dev| Ok(i.stat(dev)))
+            Self::with_final(cx, start, path, hash, wf.follow, |i, dev| Ok(i.stat(dev)))
         })
     }
 
@@ -393,6 +406,7 @@ impl Process {
         cx: &Ctx<'_>,
         start: Start<'_>,
         path: &[u8],
+        hash: u64,
         follow: bool,
         f: impl Fn(&Inode, u64) -> std::result::Result<T, Fail>,
     ) -> Result<T> {
@@ -415,7 +429,7 @@ impl Process {
         // One probe of the path cache; the answer holds if nothing it depends on moved.
         let probe = || {
             let ms = ms?;
-            let h = pathcache::lookup(&key, path, gen, ms)?;
+            let h = pathcache::lookup(&key, path, hash, gen, ms)?;
             // SAFETY: the cache entry holds a reference on the dentry.
             let d = unsafe { &*h.d };
             let r = f(d.inode(cx.guard)?, h.dev);
@@ -512,7 +526,7 @@ impl Process {
         {
             return Err(Errno::EINVAL);
         }
-        let path = cpath(path.as_ref())?;
+        let (path, hash) = cpath_hashed(path.as_ref())?;
         let real;
         let g = crossbeam_epoch::pin();
         let creds = self.creds_ref(&g);
@@ -546,7 +560,7 @@ impl Process {
                 creds_id,
                 ..*cx
             };
-            Self::with_final(&cx, start, path, wf.follow, |i, _| {
+            Self::with_final(&cx, start, path, hash, wf.follow, |i, _| {
                 Ok(i.permission(creds, mode))
             })?
         })
@@ -559,7 +573,7 @@ impl Process {
 
     /// `readlinkat(2)`. Finishes inside the lockless walk with no reference taken.
     pub fn readlinkat(&self, dirfd: Fd, path: impl AsRef<Path>) -> Result<Vec<u8>> {
-        let path = cpath(path.as_ref())?;
+        let (path, hash) = cpath_hashed(path.as_ref())?;
         if path.is_empty() {
             return self.empty_path(dirfd, AtFlags::EMPTY_PATH, |f| {
                 f.inode
@@ -569,7 +583,7 @@ impl Process {
             });
         }
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, false, |i, _| {
+            Self::with_final(cx, start, path, hash, false, |i, _| {
                 i.symlink_target()
                     .map(|t| t.to_vec())
                     .ok_or(Fail::Err(Errno::EINVAL))
@@ -662,7 +676,7 @@ impl Process {
             follow: true,
         });
         if let (Some((dir, name)), Some(key), Some(ms)) = (split, &key, ms) {
-            if let Some(h) = pathcache::lookup(key, dir, gen, ms) {
+            if let Some(h) = pathcache::lookup(key, dir, crate::name::path_hash(dir), gen, ms) {
                 // SAFETY: the cache entry holds a reference on the dentry.
                 let d = unsafe { &*h.d };
                 let inode = d.inode(cx.guard);
