@@ -233,3 +233,49 @@ fn shared_descriptor_table() {
     }
     p.umount("/m").unwrap();
 }
+
+/// One thread, check mode, random namespace changes, and after each change a stat,
+/// lstat and access of every path in a small set: any path-cache or fast-walk answer that
+/// the locked walk would not give panics (no concurrent change can excuse it here).
+#[test]
+fn check_mode_sees_every_change() {
+    let names = ["a", "b", "l", "..", "."];
+    let mut paths = Vec::new();
+    for x in names {
+        paths.push(format!("/{x}"));
+        for y in names {
+            paths.push(format!("/{x}/{y}"));
+            for z in ["a", "b", "l"] {
+                paths.push(format!("{x}/{y}/{z}"));
+            }
+        }
+    }
+    for seed in 1..=20u64 {
+        let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(true);
+        let p = vfs.process(Creds::root());
+        let u = vfs.process(Creds::user(1000, 1000, vec![]));
+        let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for _ in 0..300 {
+            let a = r.path();
+            let b = r.path();
+            let _ = match r.next() % 9 {
+                0 | 1 => p.mkdir(&a, 0o755),
+                2 => p.rmdir(&a),
+                3 => p.rename(&a, &b),
+                4 => p.symlink(&b[1..], &a),
+                5 => p.unlink(&a),
+                6 => p.chmod(&a, if r.next() % 2 == 0 { 0o700 } else { 0o755 }),
+                7 => p.write_file(&a, b"x"),
+                _ => p.chdir(&a),
+            };
+            for path in &paths {
+                let _ = p.stat(path);
+                let _ = p.lstat(path);
+                let _ = u.stat(path);
+                let _ = u.access(path, Access::X_OK);
+            }
+        }
+        assert_eq!(vfs.check_failures(), 0);
+    }
+}
