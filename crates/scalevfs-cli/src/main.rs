@@ -1,6 +1,7 @@
-//! The `scalevfs` command.
+//! The `scalevfs` command: `bench`, `mount`.
 
 mod bench;
+mod mount;
 
 /// The engine frees memory after epoch grace periods, on whichever thread collects the
 /// garbage; glibc malloc serializes such cross-thread frees on its arena locks (W8 then
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run the workloads of WORKLOADS.md against the kernel (tmpfs) and scalevfs, side by side.
     Bench(bench::Args),
+    /// Mount a scalevfs namespace through FUSE and serve it until unmounted.
+    Mount(mount::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +37,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("scalevfs bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Mount(args) => match mount::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("scalevfs mount: {e}");
                 ExitCode::FAILURE
             }
         },

@@ -1,0 +1,166 @@
+//! `scalevfs mount`: a fresh namespace served through FUSE.
+//!
+//! In the foreground by default: Ctrl-C (or `SIGTERM`, `SIGHUP`) unmounts and exits; while
+//! the mount is busy, a second signal detaches it. `--daemon` runs the same command again
+//! in the background (its own process group, working directory `/`, no terminal) and
+//! returns once the mount is in place, or with the error that prevented it.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use scalevfs::{MemFs, MemFsOptions, Vfs};
+use scalevfs_fuse::{FsOptions, MountOptions};
+
+/// What the mount serves.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// An in-memory file system (memfs), empty at mount, gone at unmount.
+    Mem,
+}
+
+/// Options of `scalevfs mount`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Directory to mount on.
+    mountpoint: PathBuf,
+    /// The file system to serve.
+    #[arg(long, value_enum, default_value = "mem")]
+    backend: Backend,
+    /// Seconds the kernel may cache a name lookup (0: every path walk reaches the engine).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    entry_timeout: f64,
+    /// Seconds the kernel may cache attributes (0: every stat reaches the engine).
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    attr_timeout: f64,
+    /// Threads serving requests [default: the number of CPUs, at least 2].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Let other users use the mount (needs root, or user_allow_other in /etc/fuse.conf).
+    #[arg(long)]
+    allow_other: bool,
+    /// Answer directory reads with attributes (READDIRPLUS).
+    #[arg(long)]
+    readdirplus: bool,
+    /// Maximum bytes of file data (ENOSPC beyond).
+    #[arg(long, value_name = "BYTES")]
+    max_bytes: Option<u64>,
+    /// Maximum number of files (ENOSPC beyond).
+    #[arg(long, value_name = "N")]
+    max_inodes: Option<u64>,
+    /// Serve in the background; return once mounted.
+    #[arg(long)]
+    daemon: bool,
+    /// Print "ready" (or "error: ...") on standard output once mounted (used by --daemon).
+    #[arg(long, hide = true)]
+    notify_ready: bool,
+}
+
+fn secs(s: f64, what: &str) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s).map_err(|e| format!("--{what} {s}: {e}"))
+}
+
+/// Runs `scalevfs mount`.
+pub fn run(args: Args) -> Result<(), String> {
+    if args.daemon {
+        return daemonize(&args);
+    }
+    let notify = args.notify_ready;
+    let r = serve(&args);
+    if let (true, Err(e)) = (notify, &r) {
+        println!("error: {e}");
+    }
+    r
+}
+
+fn serve(args: &Args) -> Result<(), String> {
+    let opts = MountOptions {
+        fs: FsOptions {
+            entry_timeout: secs(args.entry_timeout, "entry-timeout")?,
+            attr_timeout: secs(args.attr_timeout, "attr-timeout")?,
+            readdirplus: args.readdirplus,
+        },
+        threads: args.threads.unwrap_or(MountOptions::default().threads),
+        allow_other: args.allow_other,
+        ..MountOptions::default()
+    };
+    let vfs = match args.backend {
+        Backend::Mem => Vfs::new(MemFs::new(MemFsOptions {
+            max_bytes: args.max_bytes,
+            max_inodes: args.max_inodes,
+            ..MemFsOptions::default()
+        })),
+    };
+    let mp = &args.mountpoint;
+    scalevfs_fuse::mount(&vfs, mp, &opts, || {
+        if args.notify_ready {
+            println!("ready");
+        } else {
+            eprintln!(
+                "scalevfs: serving {} ({} threads); Ctrl-C unmounts",
+                mp.display(),
+                opts.threads
+            );
+        }
+    })
+    .map_err(|e| format!("{}: {e}", mp.display()))
+}
+
+/// Starts this command again in the background and waits for its mount.
+fn daemonize(args: &Args) -> Result<(), String> {
+    let mp = args
+        .mountpoint
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", args.mountpoint.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount").arg(&mp).arg("--notify-ready");
+    let backend = match args.backend {
+        Backend::Mem => "mem",
+    };
+    cmd.args(["--backend", backend])
+        .args(["--entry-timeout", &args.entry_timeout.to_string()])
+        .args(["--attr-timeout", &args.attr_timeout.to_string()]);
+    if let Some(t) = args.threads {
+        cmd.args(["--threads", &t.to_string()]);
+    }
+    if let Some(b) = args.max_bytes {
+        cmd.args(["--max-bytes", &b.to_string()]);
+    }
+    if let Some(n) = args.max_inodes {
+        cmd.args(["--max-inodes", &n.to_string()]);
+    }
+    for (on, flag) in [
+        (args.allow_other, "--allow-other"),
+        (args.readdirplus, "--readdirplus"),
+    ] {
+        if on {
+            cmd.arg(flag);
+        }
+    }
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .current_dir("/")
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting the daemon: {e}"))?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    match line.trim_end() {
+        "ready" => {
+            eprintln!("scalevfs: serving {} (pid {})", mp.display(), child.id());
+            Ok(())
+        }
+        l => {
+            let st = child.wait().map_err(|e| e.to_string())?;
+            let why = l.strip_prefix("error: ").unwrap_or(l);
+            Err(format!("the daemon exited ({st}): {why}"))
+        }
+    }
+}

@@ -1,0 +1,917 @@
+//! [`ScaleFs`]: the FUSE operations, each mapped to the engine's `*at` calls.
+//!
+//! # Shape
+//! One engine [`Process`] holds every descriptor: one `O_PATH | O_NOFOLLOW` descriptor per
+//! node the kernel knows (see [`crate::nodes`]) and one per open file or directory (the FUSE
+//! file handle is the descriptor number). An operation on a name runs relative to the
+//! parent node's descriptor (`openat(parent, name)`, `mkdirat`, `unlinkat`, `renameat2`,
+//! ...); an operation on a node uses its descriptor with an empty path (`AT_EMPTY_PATH`) or
+//! reopens it (`Process::reopen`, like Linux's `/proc/self/fd/N`). Requests run with the
+//! caller's credentials ([`crate::creds`]); the kernel does no permission check of its own
+//! (no `default_permissions`), so every check is the engine's.
+//!
+//! # What the kernel guarantees that this relies on
+//! - It sends `forget` for a node only when no request on that node is in flight, so a
+//!   descriptor taken from the table stays open for the request that uses it.
+//! - With no `FUSE_DONT_MASK`, it applies the caller's umask to `mknod`, `mkdir` and
+//!   `create` modes itself; the engine process's umask is 0.
+//! - With atomic `O_TRUNC` and `FUSE_HANDLE_KILLPRIV_V2` negotiated, truncation on open and
+//!   the clearing of set-id bits on write, truncate and chown are left to the engine (which
+//!   does them as Linux does), instead of arriving as `setattr` calls from the caller, who
+//!   may not be allowed to `chmod`.
+//!
+//! # Lock order
+//! ```text
+//! CredGate (a request inside it)
+//!   ScaleFs::nodes             (never held across an engine call)
+//! ```
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
+    Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use parking_lot::Mutex;
+use scalevfs::{AtFlags, Creds, Fd, OFlags, Process, SetTime, Stat, Vfs, Whence};
+
+use crate::convert::{self, attr, errno, estale};
+use crate::creds::{CredGate, Inside, Who};
+use crate::nodes::{NodeId, NodeTable, ObjKey};
+
+type R<T> = Result<T, fuser::Errno>;
+
+trait EngineResult<T> {
+    /// The engine's errno as the kernel's.
+    fn ex(self) -> R<T>;
+}
+
+impl<T> EngineResult<T> for scalevfs::Result<T> {
+    fn ex(self) -> R<T> {
+        self.map_err(errno)
+    }
+}
+
+/// How the file system answers the kernel.
+#[derive(Clone, Debug)]
+pub struct FsOptions {
+    /// How long the kernel may trust a name lookup (0: every path walk asks again).
+    pub entry_timeout: Duration,
+    /// How long the kernel may trust attributes (0: every `stat` asks again).
+    pub attr_timeout: Duration,
+    /// Ask for `READDIRPLUS` (entries come with attributes and count as lookups).
+    pub readdirplus: bool,
+}
+
+impl Default for FsOptions {
+    fn default() -> Self {
+        FsOptions {
+            entry_timeout: Duration::ZERO,
+            attr_timeout: Duration::ZERO,
+            readdirplus: false,
+        }
+    }
+}
+
+/// A `setattr` request, gathered from fuser's argument list.
+#[derive(Clone, Copy, Debug, Default)]
+struct SetAttr {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<TimeOrNow>,
+    mtime: Option<TimeOrNow>,
+    fh: Option<Fd>,
+}
+
+/// Zeroes written per `pwrite` when punching a hole.
+const ZERO_CHUNK: usize = 1 << 20;
+/// Entries asked of `getdents` per call while filling a readdir reply.
+const DIRENT_BATCH: usize = 128;
+/// Bytes moved per step of `copy_file_range`.
+const COPY_CHUNK: usize = 1 << 20;
+
+const FALLOC_FL_KEEP_SIZE: i32 = 1;
+const FALLOC_FL_PUNCH_HOLE: i32 = 2;
+const SEEK_SET: i32 = 0;
+const SEEK_CUR: i32 = 1;
+const SEEK_END: i32 = 2;
+const SEEK_DATA: i32 = 3;
+const SEEK_HOLE: i32 = 4;
+
+fn fh_fd(fh: FileHandle) -> Fd {
+    Fd(fh.0 as i32)
+}
+
+fn fd_fh(fd: Fd) -> FileHandle {
+    FileHandle(fd.0 as u64)
+}
+
+fn key(st: &Stat) -> ObjKey {
+    ObjKey {
+        dev: st.dev,
+        ino: st.ino,
+    }
+}
+
+/// The engine served through FUSE.
+pub struct ScaleFs {
+    p: Process,
+    gate: CredGate,
+    nodes: Arc<Mutex<NodeTable>>,
+    opts: FsOptions,
+}
+
+/// Reads how many nodes a [`ScaleFs`] holds for the kernel, after the file system has moved
+/// into its session (tests watch `forget` with it).
+#[derive(Clone, Debug)]
+pub struct NodeCount(Arc<Mutex<NodeTable>>);
+
+impl NodeCount {
+    /// Nodes the kernel holds, the root included.
+    pub fn get(&self) -> usize {
+        self.0.lock().len()
+    }
+}
+
+impl std::fmt::Debug for ScaleFs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScaleFs")
+            .field("nodes", &self.nodes.lock().len())
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl ScaleFs {
+    /// Serves the namespace `vfs` from its root.
+    pub fn new(vfs: &Arc<Vfs>, opts: FsOptions) -> scalevfs::Result<ScaleFs> {
+        let p = vfs.process(Creds::root());
+        p.umask(0);
+        let root = p.open("/", OFlags::PATH | OFlags::DIRECTORY, 0)?;
+        let st = p.fstat(root)?;
+        Ok(ScaleFs {
+            nodes: Arc::new(Mutex::new(NodeTable::new(root, key(&st)))),
+            p,
+            gate: CredGate::default(),
+            opts,
+        })
+    }
+
+    /// A reader of how many nodes the kernel holds.
+    pub fn node_count(&self) -> NodeCount {
+        NodeCount(self.nodes.clone())
+    }
+
+    /// The descriptor of node `ino`.
+    fn node(&self, ino: INodeNo) -> R<Fd> {
+        self.nodes.lock().fd(NodeId(ino.0)).ok_or_else(estale)
+    }
+
+    /// Runs the rest of the request as its caller.
+    fn enter(&self, req: &Request) -> Inside<'_> {
+        self.enter_as(&Who::of_request(req.uid(), req.gid(), req.pid()))
+    }
+
+    fn enter_as(&self, who: &Who) -> Inside<'_> {
+        self.gate.enter(who, |w| self.p.set_creds(w.creds()))
+    }
+
+    fn close(&self, fd: Fd) {
+        let _ = self.p.close(fd);
+    }
+
+    /// Counts a lookup of the object behind `fd` (a descriptor this call owns) and returns
+    /// its attributes under its node id.
+    fn remember(&self, fd: Fd) -> R<FileAttr> {
+        let st = match self.p.fstat(fd) {
+            Ok(st) => st,
+            Err(e) => {
+                self.close(fd);
+                return Err(errno(e));
+            }
+        };
+        let (id, extra) = self.nodes.lock().remember(key(&st), fd);
+        if let Some(x) = extra {
+            self.close(x);
+        }
+        Ok(attr(id, &st))
+    }
+
+    /// `name` in the directory `parent`, as a node (one lookup counted).
+    ///
+    /// With entry timeouts of 0 the kernel looks up every component of every path it
+    /// walks, mostly names it already holds; those cost a lockless `fstatat` and a table
+    /// probe. Only a name whose object has no node is opened. Inode numbers are never
+    /// reused, so a node found by (dev, ino) is the object the name named.
+    fn lookup_in(&self, parent: Fd, name: &OsStr) -> R<FileAttr> {
+        let st = self
+            .p
+            .fstatat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
+            .ex()?;
+        {
+            let mut t = self.nodes.lock();
+            if let Some(id) = t.find(key(&st)) {
+                if t.add_lookup(id) {
+                    return Ok(attr(id, &st));
+                }
+            }
+        }
+        let fd = self
+            .p
+            .openat(parent, name, OFlags::PATH | OFlags::NOFOLLOW, 0)
+            .ex()?;
+        self.remember(fd)
+    }
+
+    /// The attributes of the node behind `fd`.
+    fn attr_of(&self, ino: INodeNo, fd: Fd) -> R<FileAttr> {
+        let st = self.p.fstat(fd).ex()?;
+        Ok(attr(NodeId(ino.0), &st))
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, r: R<FileAttr>) {
+        match r {
+            Ok(a) => reply.entry_with_ttls(
+                &self.opts.attr_timeout,
+                &self.opts.entry_timeout,
+                &a,
+                Generation(0),
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn forget_one(&self, ino: u64, n: u64) {
+        let fd = self.nodes.lock().forget(NodeId(ino), n);
+        if let Some(fd) = fd {
+            self.close(fd);
+        }
+    }
+
+    fn do_setattr(&self, ino: INodeNo, a: SetAttr) -> R<FileAttr> {
+        let node = self.node(ino)?;
+        let p = &self.p;
+        let here = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
+        if let Some(m) = a.mode {
+            p.fchmodat(node, "", m, AtFlags::EMPTY_PATH).ex()?;
+        }
+        if a.uid.is_some() || a.gid.is_some() {
+            p.fchownat(node, "", a.uid, a.gid, here).ex()?;
+        }
+        if let Some(size) = a.size {
+            match a.fh {
+                Some(fh) => p.ftruncate(fh, size).ex()?,
+                None => {
+                    // truncate(2): the engine checks write permission on the reopen.
+                    let fd = p.reopen(node, OFlags::WRONLY).ex()?;
+                    let r = p.ftruncate(fd, size);
+                    self.close(fd);
+                    r.ex()?;
+                }
+            }
+        }
+        let times = [convert::set_time(a.atime), convert::set_time(a.mtime)];
+        // truncate(2) arrives as size + "mtime now": the truncate already set mtime and
+        // ctime, and a separate utimensat would wrongly ask for ownership.
+        let truncate_touch = a.size.is_some() && times == [SetTime::Omit, SetTime::Now];
+        if times != [SetTime::Omit, SetTime::Omit] && !truncate_touch {
+            p.utimensat(node, "", times, here).ex()?;
+        }
+        self.attr_of(ino, node)
+    }
+
+    fn do_readdir(
+        &self,
+        fh: Fd,
+        offset: u64,
+        mut add: impl FnMut(&scalevfs::DirEntry) -> bool,
+    ) -> R<()> {
+        self.p.lseek(fh, offset as i64, Whence::Set).ex()?;
+        loop {
+            let ents = self.p.getdents(fh, DIRENT_BATCH).ex()?;
+            if ents.is_empty() {
+                return Ok(());
+            }
+            for e in &ents {
+                if add(e) {
+                    // Full: the next call seeks to the last cookie sent.
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn do_fallocate(&self, fh: Fd, offset: u64, length: u64, mode: i32) -> R<()> {
+        let end = offset
+            .checked_add(length)
+            .ok_or_else(|| errno(scalevfs::Errno::EFBIG))?;
+        let size = self.p.fstat(fh).ex()?.size;
+        match mode {
+            // memfs allocates on write; extending the size gives the zeroes reads must see.
+            0 => {
+                if end > size {
+                    self.p.ftruncate(fh, end).ex()?;
+                }
+                Ok(())
+            }
+            FALLOC_FL_KEEP_SIZE => Ok(()),
+            m if m == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE => {
+                // No hole punching in the engine: write zeroes over the part inside the
+                // file, through a descriptor without O_APPEND.
+                let end = end.min(size);
+                if offset >= end {
+                    return Ok(());
+                }
+                let w = self.p.reopen(fh, OFlags::WRONLY);
+                let wfd = *w.as_ref().unwrap_or(&fh);
+                let zeroes = vec![0u8; ZERO_CHUNK.min((end - offset) as usize)];
+                let mut pos = offset;
+                let mut r = Ok(());
+                while pos < end {
+                    let n = zeroes.len().min((end - pos) as usize);
+                    match self.p.pwrite(wfd, &zeroes[..n], pos) {
+                        Ok(k) => pos += k as u64,
+                        Err(e) => {
+                            r = Err(errno(e));
+                            break;
+                        }
+                    }
+                }
+                if let Ok(w) = w {
+                    self.close(w);
+                }
+                r
+            }
+            _ => Err(errno(scalevfs::Errno::EOPNOTSUPP)),
+        }
+    }
+
+    fn do_copy(&self, fin: Fd, off_in: u64, fout: Fd, off_out: u64, len: u64) -> R<u32> {
+        let len = len.min(u32::MAX as u64 & !0xfff);
+        let mut buf = vec![0u8; COPY_CHUNK.min(len as usize)];
+        let mut done = 0u64;
+        while done < len {
+            let want = buf.len().min((len - done) as usize);
+            let n = match self.p.pread(fin, &mut buf[..want], off_in + done) {
+                Ok(n) => n,
+                Err(e) if done == 0 => return Err(errno(e)),
+                Err(_) => break,
+            };
+            if n == 0 {
+                break;
+            }
+            let w = match self.p.pwrite(fout, &buf[..n], off_out + done) {
+                Ok(w) => w,
+                Err(e) if done == 0 => return Err(errno(e)),
+                Err(_) => break,
+            };
+            done += w as u64;
+            if w < n {
+                break;
+            }
+        }
+        Ok(done as u32)
+    }
+}
+
+impl Filesystem for ScaleFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Each is optional; the kernel refuses what it does not have.
+        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
+        if config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_err()
+        {
+            let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV);
+        }
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.opts.readdirplus {
+            let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let fds = self.nodes.lock().drain();
+        for fd in fds {
+            self.close(fd);
+        }
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _g = self.enter(req);
+        let r = self.node(parent).and_then(|p| self.lookup_in(p, name));
+        self.reply_entry(reply, r);
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.forget_one(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.node(ino).and_then(|fd| self.attr_of(ino, fd)) {
+            Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let _g = self.enter(req);
+        let a = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            fh: fh.map(fh_fd),
+        };
+        match self.do_setattr(ino, a) {
+            Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.node(ino).and_then(|fd| self.p.readlinkat(fd, "").ex()) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let _g = self.enter(req);
+        let (mode, dev) = convert::mknod_args(mode, rdev);
+        let r = self.node(parent).and_then(|p| {
+            self.p.mknodat(p, name, mode, dev).ex()?;
+            self.lookup_in(p, name)
+        });
+        self.reply_entry(reply, r);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let _g = self.enter(req);
+        let r = self.node(parent).and_then(|p| {
+            self.p.mkdirat(p, name, mode).ex()?;
+            self.lookup_in(p, name)
+        });
+        self.reply_entry(reply, r);
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _g = self.enter(req);
+        match self
+            .node(parent)
+            .and_then(|p| self.p.unlinkat(p, name, AtFlags::empty()).ex())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _g = self.enter(req);
+        match self
+            .node(parent)
+            .and_then(|p| self.p.unlinkat(p, name, AtFlags::REMOVEDIR).ex())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        let _g = self.enter(req);
+        let r = self.node(parent).and_then(|p| {
+            self.p.symlinkat(target, p, link_name).ex()?;
+            self.lookup_in(p, link_name)
+        });
+        self.reply_entry(reply, r);
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let _g = self.enter(req);
+        let r = self.node(parent).and_then(|p| {
+            let np = self.node(newparent)?;
+            self.p
+                .renameat2(p, name, np, newname, scalevfs::RenameFlags(flags.bits()))
+                .ex()
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let _g = self.enter(req);
+        let r = self.node(ino).and_then(|fd| {
+            let np = self.node(newparent)?;
+            self.p
+                .linkat(fd, "", np, newname, AtFlags::EMPTY_PATH)
+                .ex()?;
+            // The kernel counts the reply as a lookup of the node it already holds.
+            if !self.nodes.lock().add_lookup(NodeId(ino.0)) {
+                return Err(estale());
+            }
+            self.attr_of(ino, fd)
+        });
+        self.reply_entry(reply, r);
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _g = self.enter(req);
+        let r = self
+            .node(ino)
+            .and_then(|fd| self.p.reopen(fd, convert::open_flags(flags.0)).ex());
+        match r {
+            Ok(fd) => reply.opened(fd_fh(fd), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size as usize];
+        match self.p.pread(fh_fd(fh), &mut buf, offset) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        // Page-cache writeback carries no caller; it must not clear set-id bits.
+        let _g = if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            self.enter_as(&Who::root())
+        } else {
+            self.enter(req)
+        };
+        match self.p.pwrite(fh_fd(fh), data, offset) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.p.close(fh_fd(fh)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = if datasync {
+            self.p.fdatasync(fh_fd(fh))
+        } else {
+            self.p.fsync(fh_fd(fh))
+        };
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _g = self.enter(req);
+        let flags = OFlags(convert::open_flags(flags.0).0 & !OFlags::ACCMODE.0) | OFlags::DIRECTORY;
+        match self.node(ino).and_then(|fd| self.p.reopen(fd, flags).ex()) {
+            Ok(fd) => reply.opened(fd_fh(fd), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.do_readdir(fh_fd(fh), offset, |e| {
+            reply.add(
+                INodeNo(e.ino),
+                e.cookie,
+                convert::file_type(e.file_type),
+                OsStr::from_bytes(&e.name),
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let _g = self.enter(req);
+        let dir = match self.node(ino).and_then(|fd| self.p.fstat(fd).ex()) {
+            Ok(st) => st,
+            Err(e) => return reply.error(e),
+        };
+        let ttl = self.opts.entry_timeout.min(self.opts.attr_timeout);
+        let r = self.do_readdir(fh_fd(fh), offset, |e| {
+            let name = OsStr::from_bytes(&e.name);
+            if e.name == b"." || e.name == b".." {
+                // The kernel does not link these (no lookup is counted): plain entries.
+                let a = attr(NodeId(e.ino), &dir);
+                return reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &a, Generation(0));
+            }
+            let fd = match self.node(ino) {
+                Ok(fd) => fd,
+                Err(_) => return true,
+            };
+            match self.lookup_in(fd, name) {
+                Ok(a) => {
+                    let id = a.ino;
+                    let full = reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &a, Generation(0));
+                    if full {
+                        // Not sent: take back the lookup it counted.
+                        self.forget_one(id.0, 1);
+                    }
+                    full
+                }
+                // Gone since getdents: leave it out.
+                Err(e) if e == fuser::Errno::ENOENT => false,
+                // Not searchable by the caller: an entry without a node (node id 0).
+                Err(_) => {
+                    let mut a = attr(NodeId(0), &dir);
+                    a.kind = convert::file_type(e.file_type);
+                    reply.add(INodeNo(0), e.cookie, name, &ttl, &a, Generation(0))
+                }
+            }
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.p.close(fh_fd(fh)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        match self.node(ino).and_then(|fd| self.p.fstatfs(fd).ex()) {
+            Ok(s) => reply.statfs(
+                s.blocks,
+                s.bfree,
+                s.bavail,
+                s.files,
+                s.ffree,
+                s.bsize as u32,
+                s.namelen as u32,
+                s.frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let _g = self.enter(req);
+        let mode = scalevfs::Access(mask.bits() as u32);
+        match self
+            .node(ino)
+            .and_then(|fd| self.p.faccessat(fd, "", mode, AtFlags::EMPTY_PATH).ex())
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let _g = self.enter(req);
+        let flags = convert::open_flags(flags) | OFlags::CREAT;
+        let r = self.node(parent).and_then(|p| {
+            let fh = self.p.openat(p, name, flags, mode).ex()?;
+            let node = match self.p.reopen(fh, OFlags::PATH | OFlags::NOFOLLOW) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.close(fh);
+                    return Err(errno(e));
+                }
+            };
+            match self.remember(node) {
+                Ok(a) => Ok((a, fh)),
+                Err(e) => {
+                    self.close(fh);
+                    Err(e)
+                }
+            }
+        });
+        match r {
+            Ok((a, fh)) => {
+                let ttl = self.opts.entry_timeout.min(self.opts.attr_timeout);
+                reply.created(&ttl, &a, Generation(0), fd_fh(fh), FopenFlags::empty())
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let _g = self.enter(req);
+        match self.do_fallocate(fh_fd(fh), offset, length, mode) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        let whence = match whence {
+            SEEK_SET => Whence::Set,
+            SEEK_CUR => Whence::Cur,
+            SEEK_END => Whence::End,
+            SEEK_DATA => Whence::Data,
+            SEEK_HOLE => Whence::Hole,
+            _ => return reply.error(fuser::Errno::EINVAL),
+        };
+        match self.p.lseek(fh_fd(fh), offset, whence) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let _g = self.enter(req);
+        match self.do_copy(fh_fd(fh_in), offset_in, fh_fd(fh_out), offset_out, len) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Through a real FUSE mount: basic operations and their errno, lookup counting with
+//! `forget`, readdir while the directory changes, unmount while busy, other users, and
+//! concurrent callers. Each test mounts its own fresh memfs; every test returns early, with a
+//! message, when this machine cannot mount FUSE (no usable /dev/fuse, or neither root nor
+//! fusermount3).
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use scalevfs::Vfs;
+use scalevfs_fuse::{FsOptions, MountOptions, NodeCount, ScaleFs};
+
+struct Mounted {
+    dir: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+    nodes: NodeCount,
+}
+
+impl Mounted {
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.join(rel)
+    }
+
+    fn unmount(mut self) -> std::io::Result<()> {
+        let r = self.session.take().unwrap().umount_and_join();
+        let _ = fs::remove_dir(&self.dir);
+        r
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take() {
+            let _ = s.umount_and_join();
+            let _ = fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// A fresh memfs mounted on a new directory, or `None` (with a message) when FUSE cannot
+/// be used here.
+fn mount(name: &str, allow_other: bool) -> Option<Mounted> {
+    if let Err(why) = scalevfs_fuse::fuse_available() {
+        eprintln!("skipping {name}: FUSE is not usable here: {why}");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!("scalevfs-fuse-{}-{name}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let vfs = Vfs::new_memfs();
+    let fs = ScaleFs::new(&vfs, FsOptions::default()).unwrap();
+    let nodes = fs.node_count();
+    let opts = MountOptions {
+        threads: 4,
+        allow_other,
+        ..MountOptions::default()
+    };
+    let session = scalevfs_fuse::spawn(fs, &dir, &opts).expect("mount");
+    Some(Mounted {
+        dir,
+        session: Some(session),
+        nodes,
+    })
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}
+
+const ENOENT: i32 = 2;
+const EEXIST: i32 = 17;
+const ENOTDIR: i32 = 20;
+const EISDIR: i32 = 21;
+const EINVAL: i32 = 22;
+const ENOTEMPTY: i32 = 39;
+const ELOOP: i32 = 40;
+
+#[test]
+fn basic_operations_and_errno() {
+    let Some(m) = mount("basic", false) else {
+        return;
+    };
+    let f = m.path("a.txt");
+    fs::write(&f, b"hello world").unwrap();
+    assert_eq!(fs::read(&f).unwrap(), b"hello world");
+    let md = fs::metadata(&f).unwrap();
+    assert_eq!(md.len(), 11);
+    assert_eq!(md.mode() & 0o777, 0o644 & !current_umask());
+
+    // Partial writes, seeks and truncation.
+    let mut h = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&f)
+        .unwrap();
+    h.seek(SeekFrom::Start(6)).unwrap();
+    h.write_all(b"WORLD!").unwrap();
+    h.set_len(8).unwrap();
+    let mut s = String::new();
+    h.seek(SeekFrom::Start(0)).unwrap();
+    h.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "hello WO");
+    drop(h);
+
+    // Directories, renames, links.
+    fs::create_dir(m.path("d")).unwrap();
+    fs::rename(&f, m.path("d/b.txt")).unwrap();
+    assert_eq!(errno_of(fs::metadata(&f)), ENOENT);
+    fs::hard_link(m.path("d/b.txt"), m.path("h.txt")).unwrap();
+    let (a, b) = (
+        fs::metadata(m.path("d/b.txt")).unwrap(),
+        fs::metadata(m.path("h.txt")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    std::os::unix::fs::symlink("d/b.txt", m.path("s")).unwrap();
+    assert_eq!(fs::read_link(m.path("s")).unwrap(), Path::new("d/b.txt"));
+    assert_eq!(fs::read(m.path("s")).unwrap(), b"hello WO");
+    assert!(fs::symlink_metadata(m.path("s"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // Mode and times.
+    fs::set_permissions(m.path("h.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(
+        fs::metadata(m.path("d/b.txt")).unwrap().mode() & 0o7777,
+        0o600
+    );
+
+    // Listing.
+    let mut names: Vec<String> = fs::read_dir(&m.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["d", "h.txt", "s"]);
+
+    // The engine's errno reaches the caller unchanged.
+    assert_eq!(errno_of(fs::read(m.path("missing"))), ENOENT);
+    assert_eq!(errno_of(fs::create_dir(m.path("d"))), EEXIST);
+    assert_eq!(errno_of(fs::remove_dir(m.path("d"))), ENOTEMPTY);
+    assert_eq!(errno_of(fs::remove_file(m.path("d"))), EISDIR);
+    assert_eq!(errno_of(fs::remove_dir(m.path("h.txt"))), ENOTDIR);
+    assert_eq!(errno_of(fs::metadata(m.path("h.txt/x"))), ENOTDIR);
+    assert_eq!(
+        errno_of(
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(m.path("s"))
+        ),
+        ELOOP
+    );
+    assert_eq!(errno_of(fs::rename(m.path("d"), m.path("d/sub"))), EINVAL);
+    let r = rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        m.path("h.txt"),
+        rustix::fs::CWD,
+        m.path("s"),
+        rustix::fs::RenameFlags::NOREPLACE,
+    );
+    assert_eq!(r.map_err(|e| e.raw_os_error()), Err(EEXIST));
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        m.path("h.txt"),
+        rustix::fs::CWD,
+        m.path("s"),
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .unwrap();
+    assert!(fs::symlink_metadata(m.path("h.txt"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    // Removal.
+    fs::remove_file(m.path("d/b.txt")).unwrap();
+    fs::remove_dir(m.path("d")).unwrap();
+    fs::remove_file(m.path("s")).unwrap();
+    fs::remove_file(m.path("h.txt")).unwrap();
+    assert_eq!(fs::read_dir(&m.dir).unwrap().count(), 0);
+
+    // FIFOs are made by the engine and opened by the kernel.
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        m.path("fifo"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &fs::metadata(m.path("fifo")).unwrap().file_type()
+    ));
+    m.unmount().unwrap();
+}
+
+fn current_umask() -> u32 {
+    let old = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o022));
+    rustix::process::umask(old);
+    old.bits()
+}
+
+#[test]
+fn lookup_counts_and_forget() {
+    let Some(m) = mount("forget", false) else {
+        return;
+    };
+    fs::create_dir(m.path("d")).unwrap();
+    for i in 0..200 {
+        fs::write(m.path(&format!("d/f{i}")), b"x").unwrap();
+    }
+    // Hard links share a node.
+    fs::hard_link(m.path("d/f0"), m.path("d/link")).unwrap();
+    for i in 0..200 {
+        fs::metadata(m.path(&format!("d/f{i}"))).unwrap();
+    }
+    let held = m.nodes.get();
+    assert!(held >= 202, "root, d and 200 files: {held}");
+    assert!(held <= 203, "one node per object, not per name: {held}");
+    // A file that is open stays usable after its name is gone.
+    let mut open = fs::File::open(m.path("d/f1")).unwrap();
+    fs::remove_file(m.path("d/f1")).unwrap();
+    if is_root() {
+        // Evict the kernel's unused inodes: it forgets them, and the table lets them go.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+            if m.nodes.get() <= 5 || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let left = m.nodes.get();
+        assert!(left <= 5, "nodes left after drop_caches: {left}");
+    } else {
+        eprintln!("lookup_counts_and_forget: not root; not evicting the kernel's inodes");
+    }
+    let mut s = String::new();
+    open.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "x");
+    drop(open);
+    // Everything forgotten is still reachable by name.
+    for i in (0..200).filter(|&i| i != 1) {
+        assert_eq!(fs::read(m.path(&format!("d/f{i}"))).unwrap(), b"x");
+    }
+    assert_eq!(
+        fs::metadata(m.path("d/link")).unwrap().ino(),
+        fs::metadata(m.path("d/f0")).unwrap().ino()
+    );
+    m.unmount().unwrap();
+}
+
+#[test]
+fn readdir_while_the_directory_changes() {
+    let Some(m) = mount("readdir", false) else {
+        return;
+    };
+    let d = m.path("d");
+    fs::create_dir(&d).unwrap();
+    let stable: HashSet<String> = (0..3000).map(|i| format!("stable-{i:05}")).collect();
+    for n in &stable {
+        fs::write(d.join(n), b"").unwrap();
+    }
+    for i in 0..500 {
+        fs::write(d.join(format!("doomed-{i:05}")), b"").unwrap();
+    }
+    let mut seen = Vec::new();
+    for (k, e) in fs::read_dir(&d).unwrap().enumerate() {
+        seen.push(e.unwrap().file_name().into_string().unwrap());
+        // Change the directory between reads: remove the doomed ones, add new ones.
+        if k % 10 == 0 && k / 10 < 500 {
+            let _ = fs::remove_file(d.join(format!("doomed-{:05}", k / 10)));
+            fs::write(d.join(format!("new-{k:05}")), b"").unwrap();
+        }
+    }
+    let mut once = HashSet::new();
+    for n in &seen {
+        assert!(once.insert(n.clone()), "{n} returned twice");
+    }
+    for n in &stable {
+        assert!(
+            once.contains(n),
+            "{n} existed throughout and was not returned"
+        );
+    }
+    m.unmount().unwrap();
+}
+
+#[test]
+fn unmount_while_busy() {
+    let Some(m) = mount("busy", false) else {
+        return;
+    };
+    fs::write(m.path("f"), b"data").unwrap();
+    let open = fs::File::open(m.path("f")).unwrap();
+    if is_root() {
+        let r = nix::mount::umount(&m.dir);
+        assert_eq!(r, Err(nix::errno::Errno::EBUSY));
+        // Still served.
+        assert_eq!(fs::read(m.path("f")).unwrap(), b"data");
+    }
+    drop(open);
+    m.unmount().unwrap();
+}
+
+#[test]
+fn requests_run_as_their_callers() {
+    if !is_root() {
+        eprintln!("skipping requests_run_as_their_callers: needs root");
+        return;
+    }
+    let Some(m) = mount("creds", true) else {
+        return;
+    };
+    use std::os::unix::process::CommandExt;
+    let nobody = 65534;
+    fs::create_dir(m.path("closed")).unwrap();
+    fs::set_permissions(m.path("closed"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::create_dir(m.path("open")).unwrap();
+    fs::set_permissions(m.path("open"), fs::Permissions::from_mode(0o1777)).unwrap();
+    let run = |script: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .uid(nobody)
+            .gid(nobody)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let out = run(&format!("touch {}/x", m.path("closed").display()));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"));
+    let out = run(&format!("touch {}/x", m.path("open").display()));
+    assert!(out.status.success(), "{out:?}");
+    let md = fs::metadata(m.path("open/x")).unwrap();
+    assert_eq!((md.uid(), md.gid()), (nobody, nobody));
+    // Root's file in the sticky directory cannot be removed by nobody.
+    fs::write(m.path("open/root-owned"), b"").unwrap();
+    let out = run(&format!("rm -f {}/root-owned", m.path("open").display()));
+    assert!(!out.status.success());
+    assert!(m.path("open/root-owned").exists());
+    m.unmount().unwrap();
+}
+
+#[test]
+fn concurrent_callers() {
+    let Some(m) = mount("concurrent", false) else {
+        return;
+    };
+    let root = Arc::new(m.dir.clone());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let d = root.join(format!("t{t}"));
+                fs::create_dir(&d).unwrap();
+                for i in 0..200 {
+                    let p = d.join(format!("f{i}"));
+                    let body = format!("{t}:{i}");
+                    fs::write(&p, &body).unwrap();
+                    assert_eq!(fs::read_to_string(&p).unwrap(), body);
+                    let q = root.join(format!("t{t}/g{i}"));
+                    fs::rename(&p, &q).unwrap();
+                    if i % 2 == 0 {
+                        fs::remove_file(&q).unwrap();
+                    }
+                }
+                assert_eq!(fs::read_dir(&d).unwrap().count(), 100);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(errno_of(fs::read(root.join("t0/f0"))), ENOENT);
+    m.unmount().unwrap();
+}
