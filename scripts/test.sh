@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: format and lint checks, the unit, integration, differential
-# (host tmpfs as oracle; needs root) and stress tests, the loom models, and a quick
+# (host tmpfs as oracle; needs root) and stress tests, the loom models, conformance
+# through the FUSE mount (pjdfstest, fsx; needs root and /dev/fuse), and a quick
 # benchmark run to keep `scalevfs bench` working. Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,5 +20,7 @@ echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
 echo "== loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p scalevfs --lib loom
+echo "== conformance (pjdfstest, fsx, real programs through FUSE)"
+bash scripts/conformance.sh
 echo "== bench --quick"
 cargo run --release -p scalevfs-cli -- bench --quick
