@@ -1,18 +1,29 @@
 //! `scalevfs bench`: the workloads of WORKLOADS.md against the kernel and against scalevfs, side
 //! by side in one run.
 //!
+//! # Systems
+//! - `kernel`: real system calls on a fresh tmpfs directory (the reference).
+//! - `scalevfs`: the engine's API, in this process.
+//! - `fuse`: the engine served through FUSE from this process, mounted on a fresh directory
+//!   under the temporary directory, and used with the same system calls as `kernel` (the same
+//!   code, rooted at the mountpoint). It shows what FUSE costs against tmpfs, and what the
+//!   in-process API saves against FUSE. It needs root and `/dev/fuse`; without them it is
+//!   skipped with a note.
+//!
 //! # Shape
 //! - [`target`]: the systems, behind one trait ([`target::Target`]).
 //! - [`workloads`]: each workload written once against that trait; it builds its tree and returns
 //!   cases (variants), each a recipe for one thread's timed loop.
 //! - [`runner`]: one run of a case on N pinned threads for a fixed time.
 //! - [`report`]: medians, the table, the JSON records.
+//! - [`cleanup`]: what a signal must undo (the FUSE mount, the temporary directories).
 //!
 //! # Side by side
 //! For each case and thread count, every system gets one warm-up run, then the systems take turns
 //! run by run (the order reversed every other run), so that a noisy neighbour or a change of CPU
 //! frequency falls on both columns alike. Only ratios taken this way are meant to be compared.
 
+mod cleanup;
 mod report;
 mod runner;
 mod target;
@@ -23,9 +34,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use report::{Figure, Summary};
+use report::{Columns, Figure, Summary};
 use runner::Cpus;
-use target::{Engine, Kernel, System, Target};
+use target::{fuse, Engine, Kernel, System, Target};
 use workloads::{Case, Workload};
 
 /// Run duration and count by default.
@@ -53,12 +64,18 @@ pub struct Args {
     /// Only these workloads, comma-separated (e.g. W1,W3).
     #[arg(long, value_delimiter = ',', value_parser = Workload::parse, value_name = "IDS")]
     only: Vec<Workload>,
-    /// Only these systems, comma-separated: kernel, scalevfs.
+    /// Only these systems, comma-separated: kernel, scalevfs, fuse (fuse needs root and
+    /// /dev/fuse, and is skipped with a note otherwise).
     #[arg(long, value_delimiter = ',', value_parser = System::parse, value_name = "SYSTEMS")]
     systems: Vec<System>,
     /// Write one JSON record per figure to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Entry and attribute timeout of the fuse system's mount, in seconds. 0 (as `scalevfs
+    /// mount` by default): the kernel caches no lookup and no attribute, so every call reaches
+    /// the engine.
+    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    fuse_timeout: f64,
     /// Where the kernel side makes its temporary directory (should be tmpfs).
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     tmpdir: PathBuf,
@@ -99,6 +116,7 @@ struct Plan {
     runs: usize,
     run: Duration,
     warmup: Duration,
+    fuse_timeout: Duration,
 }
 
 impl Plan {
@@ -133,6 +151,8 @@ impl Plan {
         if run.is_zero() {
             return Err("--duration-ms must be at least 1".into());
         }
+        let fuse_timeout = Duration::try_from_secs_f64(args.fuse_timeout)
+            .map_err(|e| format!("--fuse-timeout {}: {e}", args.fuse_timeout))?;
         Ok(Plan {
             workloads,
             systems,
@@ -140,6 +160,7 @@ impl Plan {
             runs,
             run,
             warmup: (run / 3).max(Duration::from_millis(10)),
+            fuse_timeout,
         })
     }
 
@@ -148,10 +169,14 @@ impl Plan {
     }
 }
 
-/// The systems being measured, each present if selected.
+/// The systems being measured, each present if selected (and, for fuse, possible here).
 struct Systems {
     kernel: Option<Kernel>,
     engine: Option<Engine>,
+    /// The kernel's code, rooted at a FUSE mount of scalevfs.
+    fuse: Option<Kernel>,
+    /// Why fuse was selected but is not measured.
+    fuse_skipped: Option<String>,
 }
 
 impl Systems {
@@ -171,7 +196,33 @@ impl Systems {
             .systems
             .contains(&System::Scalevfs)
             .then(Engine::new_memfs);
-        Ok(Systems { kernel, engine })
+        let (mut fuse, mut fuse_skipped) = (None, None);
+        if plan.systems.contains(&System::Fuse) {
+            match fuse::usable() {
+                Err(why) => {
+                    fuse_skipped = Some(format!("it needs root and a usable /dev/fuse ({why})"))
+                }
+                Ok(()) => match Kernel::fuse_mounted(&std::env::temp_dir(), plan.fuse_timeout) {
+                    Ok(k) => fuse = Some(k),
+                    Err(e) => fuse_skipped = Some(format!("could not mount: {e}")),
+                },
+            }
+        }
+        Ok(Systems {
+            kernel,
+            engine,
+            fuse,
+            fuse_skipped,
+        })
+    }
+
+    /// The table's optional columns.
+    fn columns(&self) -> Columns {
+        let others = self.engine.is_some() || self.fuse.is_some();
+        Columns {
+            vs_kernel: self.kernel.is_some() && others,
+            vs_fuse: self.fuse.is_some() && self.engine.is_some(),
+        }
     }
 
     /// Builds `w`'s tree and cases on every selected system, in [`System::ALL`] order.
@@ -179,8 +230,8 @@ impl Systems {
         fn build<T: Target>(t: &T, w: Workload, n: usize) -> Result<(System, Vec<Case>), Error> {
             let cases = w
                 .cases(t, n)
-                .map_err(|e| format!("{} set-up on {}: {e}", w.id(), T::SYSTEM.name()))?;
-            Ok((T::SYSTEM, cases))
+                .map_err(|e| format!("{} set-up on {}: {e}", w.id(), t.system().name()))?;
+            Ok((t.system(), cases))
         }
         let mut sets = Vec::new();
         if let Some(k) = &self.kernel {
@@ -188,6 +239,9 @@ impl Systems {
         }
         if let Some(e) = &self.engine {
             sets.push(build(e, w, max_threads)?);
+        }
+        if let Some(f) = &self.fuse {
+            sets.push(build(f, w, max_threads)?);
         }
         Ok(sets)
     }
@@ -210,9 +264,13 @@ pub fn run(args: Args) -> Result<(), Error> {
             cpus.len()
         );
     }
+    // Before any thread starts (the FUSE server's included), so that all of them leave the
+    // signals to the thread that cleans up.
+    cleanup::install();
     let systems = Systems::open(&plan, &args.tmpdir)?;
     print_preamble(&plan, &cpus, &systems);
-    println!("{}", report::header());
+    let cols = systems.columns();
+    println!("{}", report::header(cols));
 
     let mut figures: Vec<Figure> = Vec::new();
     for &w in &plan.workloads {
@@ -240,16 +298,9 @@ pub fn run(args: Args) -> Result<(), Error> {
                         })
                         .map(|f| f.ops.median)
                 };
-                let of = |sys: System| row.iter().find(|f| f.system == sys);
-                println!(
-                    "{}",
-                    report::row(
-                        of(System::Kernel),
-                        of(System::Scalevfs),
-                        one_thread(System::Kernel),
-                        one_thread(System::Scalevfs),
-                    )
-                );
+                for line in report::rows(&row, one_thread, cols) {
+                    println!("{line}");
+                }
                 // Progress goes to a terminal as it happens; a failure to flush is not fatal.
                 let _ = std::io::stdout().flush();
                 figures.extend(row);
@@ -317,9 +368,27 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
     if plan.systems.contains(&System::Scalevfs) {
         println!("scalevfs: memfs at /, one Process per thread (Process::fork)");
     }
-    println!(
-        "rates are totals over all threads; ns/op is per thread; ratio = scalevfs / kernel; \
-         scale = rate / rate at 1 thread"
-    );
+    if let Some(f) = &systems.fuse {
+        let how = f.mount().map(|m| m.describe()).unwrap_or_default();
+        println!(
+            "fuse:     system calls, as for kernel, on {}: memfs served through FUSE by this \
+             process ({how})",
+            f.root().display()
+        );
+    }
+    if let Some(why) = &systems.fuse_skipped {
+        println!("fuse:     skipped: {why}");
+    }
+    let cols = systems.columns();
+    let mut legend =
+        "rates are totals over all threads; ns/op is per thread; scale = rate / rate at 1 thread"
+            .to_owned();
+    if cols.vs_kernel {
+        legend.push_str("; vs kernel = rate / kernel's rate");
+    }
+    if cols.vs_fuse {
+        legend.push_str("; vs fuse = scalevfs's rate / fuse's rate");
+    }
+    println!("{legend}");
     println!();
 }

@@ -122,79 +122,131 @@ fn si(x: f64) -> String {
 }
 
 /// A figure's rate column: `median [min..max]`.
-fn rate_cell(f: Option<&Figure>) -> String {
-    match f {
-        Some(f) => format!(
-            "{:>6} [{}..{}]",
-            si(f.ops.median),
-            si(f.ops.min),
-            si(f.ops.max)
-        ),
-        None => "-".to_owned(),
-    }
+fn rate_cell(f: &Figure) -> String {
+    format!(
+        "{:>6} [{}..{}]",
+        si(f.ops.median),
+        si(f.ops.min),
+        si(f.ops.max)
+    )
 }
 
-fn ns_cell(f: Option<&Figure>) -> String {
-    f.map_or_else(|| "-".to_owned(), |f| format!("{:.1}", f.ns_per_op()))
+/// Nanoseconds per operation per thread.
+fn ns_cell(f: &Figure) -> String {
+    format!("{:.1}", f.ns_per_op())
 }
 
-/// `a / b` with two decimals, or `-`.
+/// `a / b` as a factor (`654x`, `10.57x`, `0.0412x`), or `-`.
 fn ratio_cell(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        (Some(a), Some(b)) if b > 0.0 => factor(a / b),
         _ => "-".to_owned(),
     }
 }
 
-// The table is printed a row at a time, as figures arrive.
+/// Two decimals; no decimals from 100 up; three significant digits below 0.1 (so that a large
+/// slowdown still reads).
+fn factor(x: f64) -> String {
+    match x {
+        x if x >= 100.0 => format!("{x:.0}x"),
+        x if x >= 0.1 || x == 0.0 => format!("{x:.2}x"),
+        x => {
+            let decimals = (2.0 - x.log10().floor()) as usize;
+            format!("{x:.decimals$}x")
+        }
+    }
+}
 
-/// The table's column headings.
-pub fn header() -> String {
+// The table is printed a group at a time, as figures arrive: one row per system for each case
+// and thread count, in `System::ALL` order.
+
+/// Which optional columns the table has.
+#[derive(Clone, Copy, Debug)]
+pub struct Columns {
+    /// "vs kernel": each other system's rate over the kernel's.
+    pub vs_kernel: bool,
+    /// "vs fuse": scalevfs's rate over the FUSE mount's (what the in-process API saves).
+    pub vs_fuse: bool,
+}
+
+fn line(cells: [&str; 10], cols: Columns) -> String {
+    let [wl, variant, unit, thr, system, rate, ns, scale, vs_kernel, vs_fuse] = cells;
     let mut s = format!(
-        "{:<4} {:<16} {:<5} {:>3}  {:<25} {:<25} {:>8}  {:>9} {:>9}  {:>7} {:>7}\n",
-        "wl",
-        "variant",
-        "unit",
-        "thr",
-        "kernel/s [min..max]",
-        "scalevfs/s [min..max]",
-        "ratio",
-        "k ns/op",
-        "s ns/op",
-        "k scale",
-        "s scale"
+        "{wl:<4} {variant:<16} {unit:<7} {thr:>3}  {system:<8}  {rate:<25} {ns:>9}  {scale:>6}"
     );
-    s.push_str(&"-".repeat(s.len() - 1));
+    if cols.vs_kernel {
+        s.push_str(&format!("  {vs_kernel:>9}"));
+    }
+    if cols.vs_fuse {
+        s.push_str(&format!("  {vs_fuse:>8}"));
+    }
     s
 }
 
-/// One row: the kernel's and scalevfs's figures for one case and thread count, with each
-/// system's rate at one thread for the scaling columns.
-pub fn row(
-    kernel: Option<&Figure>,
-    scalevfs: Option<&Figure>,
-    kernel_1t: Option<f64>,
-    scalevfs_1t: Option<f64>,
-) -> String {
-    let any = kernel.or(scalevfs).expect("a row has at least one figure");
-    let scaling = |f: Option<&Figure>, one: Option<f64>| match f {
-        Some(f) if f.threads > 1 => ratio_cell(Some(f.ops.median), one),
-        _ => "-".to_owned(),
-    };
-    format!(
-        "{:<4} {:<16} {:<5} {:>3}  {:<25} {:<25} {:>8}  {:>9} {:>9}  {:>7} {:>7}",
-        any.workload.id(),
-        any.variant,
-        any.workload.unit().name(),
-        any.threads,
-        rate_cell(kernel),
-        rate_cell(scalevfs),
-        ratio_cell(scalevfs.map(|f| f.ops.median), kernel.map(|f| f.ops.median)),
-        ns_cell(kernel),
-        ns_cell(scalevfs),
-        scaling(kernel, kernel_1t),
-        scaling(scalevfs, scalevfs_1t),
-    )
+/// The table's column headings.
+pub fn header(cols: Columns) -> String {
+    let mut s = line(
+        [
+            "wl",
+            "variant",
+            "unit",
+            "thr",
+            "system",
+            "rate/s [min..max]",
+            "ns/op",
+            "scale",
+            "vs kernel",
+            "vs fuse",
+        ],
+        cols,
+    );
+    let width = s.len();
+    s.push('\n');
+    s.push_str(&"-".repeat(width));
+    s
+}
+
+/// One case at one thread count: a row per system measured (`group`, in table order). A row's
+/// scale is its rate over the same system's rate at one thread (`one_thread`); "vs kernel" is its
+/// rate over the kernel's in this group, "vs fuse" (scalevfs only) its rate over fuse's.
+pub fn rows(
+    group: &[Figure],
+    one_thread: impl Fn(System) -> Option<f64>,
+    cols: Columns,
+) -> Vec<String> {
+    let rate = |sys: System| group.iter().find(|f| f.system == sys).map(|f| f.ops.median);
+    group
+        .iter()
+        .map(|f| {
+            let scale = match f.threads {
+                1 => "-".to_owned(),
+                _ => ratio_cell(Some(f.ops.median), one_thread(f.system)),
+            };
+            let vs_kernel = match f.system {
+                System::Kernel => "-".to_owned(),
+                _ => ratio_cell(Some(f.ops.median), rate(System::Kernel)),
+            };
+            let vs_fuse = match f.system {
+                System::Scalevfs => ratio_cell(Some(f.ops.median), rate(System::Fuse)),
+                _ => "-".to_owned(),
+            };
+            line(
+                [
+                    f.workload.id(),
+                    &f.variant,
+                    f.workload.unit().name(),
+                    &f.threads.to_string(),
+                    f.system.name(),
+                    &rate_cell(f),
+                    &ns_cell(f),
+                    &scale,
+                    &vs_kernel,
+                    &vs_fuse,
+                ],
+                cols,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -206,6 +258,16 @@ mod tests {
         let s = Summary::of(&[5.0, 1.0, 3.0]);
         assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 5.0));
         assert_eq!(Summary::of(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
+    }
+
+    #[test]
+    fn factors_keep_small_ratios_readable() {
+        assert_eq!(factor(654.44), "654x");
+        assert_eq!(factor(10.5749), "10.57x");
+        assert_eq!(factor(0.25), "0.25x");
+        assert_eq!(factor(0.04123), "0.0412x");
+        assert_eq!(factor(0.004123), "0.00412x");
+        assert_eq!(ratio_cell(Some(1.0), None), "-");
     }
 
     #[test]

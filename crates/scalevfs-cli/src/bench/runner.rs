@@ -158,6 +158,32 @@ mod tests {
         }
     }
 
+    /// The fuse system end to end: W1 and W7 through a real mount, then the mount and its
+    /// directory are gone. Returns early, with a message, where FUSE cannot be used.
+    #[test]
+    fn fuse_runs_and_unmounts() {
+        use crate::bench::target::{fuse, Kernel, System, Target};
+        if let Err(why) = fuse::usable() {
+            eprintln!("skipping fuse_runs_and_unmounts: {why}");
+            return;
+        }
+        let cpus = Cpus::allowed().unwrap();
+        let k = Kernel::fuse_mounted(&std::env::temp_dir(), Duration::ZERO).unwrap();
+        assert_eq!(k.system(), System::Fuse);
+        let dir = k.root().to_owned();
+        for w in [Workload::W1, Workload::W7] {
+            for case in &w.cases(&k, 2).unwrap() {
+                let rate = run_once(case, 2, SHORT, &cpus).unwrap();
+                assert!(rate > 0.0, "{} {}", w.id(), case.variant);
+            }
+        }
+        let mounts = || std::fs::read_to_string("/proc/self/mounts").unwrap();
+        assert!(mounts().contains(dir.to_str().unwrap()));
+        drop(k);
+        assert!(!mounts().contains(dir.to_str().unwrap()), "still mounted");
+        assert!(!dir.exists(), "{} not removed", dir.display());
+    }
+
     #[test]
     fn a_failing_call_in_the_loop_is_an_error() {
         let cpus = Cpus::allowed().unwrap();

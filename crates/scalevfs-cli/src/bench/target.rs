@@ -2,6 +2,8 @@
 //!
 //! A workload is written once against [`Target`]. [`Kernel`] turns each call into a system call on
 //! a fresh tmpfs directory; [`Engine`] turns it into a call on a `scalevfs::Process` over memfs.
+//! The third system, scalevfs through FUSE, is the same [`Kernel`] code rooted at a FUSE mount of
+//! a fresh memfs served from this process ([`Kernel::fuse_mounted`], [`fuse`]).
 //!
 //! Paths are prepared once, outside the timed loops, into each target's native form
 //! ([`Target::Path`]): a NUL-terminated string for the kernel, so that a call neither copies nor
@@ -16,6 +18,7 @@ use std::fmt;
 mod engine;
 #[cfg(test)]
 mod fake;
+pub mod fuse;
 mod kernel;
 
 pub use engine::Engine;
@@ -30,17 +33,21 @@ pub enum System {
     Kernel,
     /// The scalevfs engine over memfs, in this process.
     Scalevfs,
+    /// The scalevfs engine over memfs, served through FUSE from this process and used with
+    /// real system calls through the mount.
+    Fuse,
 }
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 2] = [System::Kernel, System::Scalevfs];
+    pub const ALL: [System; 3] = [System::Kernel, System::Scalevfs, System::Fuse];
 
     /// The name used in the table, the JSON records and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             System::Kernel => "kernel",
             System::Scalevfs => "scalevfs",
+            System::Fuse => "fuse",
         }
     }
 
@@ -49,7 +56,7 @@ impl System {
         System::ALL
             .into_iter()
             .find(|sys| sys.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown system {s:?} (expected kernel or scalevfs)"))
+            .ok_or_else(|| format!("unknown system {s:?} (expected kernel, scalevfs or fuse)"))
     }
 }
 
@@ -58,6 +65,8 @@ impl System {
 pub struct Errno(pub i32);
 
 impl Errno {
+    /// "Input/output error" (also: a short write in set-up).
+    pub const EIO: Errno = Errno(5);
     /// "File exists".
     pub const EEXIST: Errno = Errno(17);
 }
@@ -122,7 +131,7 @@ pub trait Target: Clone + Send + Sync + 'static {
     type Dir;
 
     /// Which system this is.
-    const SYSTEM: System;
+    fn system(&self) -> System;
 
     /// A handle for one more thread. For scalevfs this is `Process::fork`: per-thread state
     /// (the descriptor table) is not shared with the caller.
@@ -154,4 +163,11 @@ pub trait Target: Clone + Send + Sync + 'static {
 
     /// `unlink(2)`.
     fn unlink(&self, p: &Self::Path) -> OpResult<()>;
+
+    /// `open(p, O_CREAT | O_EXCL | O_WRONLY, mode)`, one `write` of `data` (which must write it
+    /// all), `close`. For set-up.
+    fn create_with(&self, p: &Self::Path, mode: u32, data: &[u8]) -> OpResult<()>;
+
+    /// `open(p, O_RDONLY)`, one `read` into `buf`, `close`: returns what `read` returned.
+    fn open_read_close(&self, p: &Self::Path, buf: &mut [u8]) -> OpResult<usize>;
 }

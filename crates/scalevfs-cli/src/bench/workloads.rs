@@ -29,6 +29,8 @@ pub enum Workload {
     /// Depth sweep: `fstatat(dirfd, p)` with 1, 4 and 16 components, 1- and 40-character names;
     /// `stat` of an absolute path of 20 components.
     W3,
+    /// orc: loop `open` / `read(64 B)` / `close` over 254 small files in one directory.
+    W7,
     /// create_unlink: loop create + unlink of a private name, in one shared directory and in
     /// private directories.
     W8,
@@ -41,6 +43,8 @@ pub enum Unit {
     Ops,
     /// One create (open + close) and one unlink.
     Pairs,
+    /// One open, one read and one close.
+    Triples,
 }
 
 impl Unit {
@@ -49,13 +53,20 @@ impl Unit {
         match self {
             Unit::Ops => "ops",
             Unit::Pairs => "pairs",
+            Unit::Triples => "triples",
         }
     }
 }
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 4] = [Workload::W1, Workload::W2, Workload::W3, Workload::W8];
+    pub const ALL: [Workload; 5] = [
+        Workload::W1,
+        Workload::W2,
+        Workload::W3,
+        Workload::W7,
+        Workload::W8,
+    ];
 
     /// The id, as in WORKLOADS.md.
     pub fn id(self) -> &'static str {
@@ -63,6 +74,7 @@ impl Workload {
             Workload::W1 => "W1",
             Workload::W2 => "W2",
             Workload::W3 => "W3",
+            Workload::W7 => "W7",
             Workload::W8 => "W8",
         }
     }
@@ -73,6 +85,7 @@ impl Workload {
             Workload::W1 => "stat_same",
             Workload::W2 => "access_distinct",
             Workload::W3 => "depth sweep",
+            Workload::W7 => "orc",
             Workload::W8 => "create_unlink",
         }
     }
@@ -80,6 +93,7 @@ impl Workload {
     /// What one counted operation is.
     pub fn unit(self) -> Unit {
         match self {
+            Workload::W7 => Unit::Triples,
             Workload::W8 => Unit::Pairs,
             _ => Unit::Ops,
         }
@@ -105,6 +119,7 @@ impl Workload {
             Workload::W1 => stat_same(t),
             Workload::W2 => access_distinct(t, max_threads),
             Workload::W3 => depth_sweep(t),
+            Workload::W7 => orc(t, max_threads),
             Workload::W8 => create_unlink(t, max_threads),
         }
     }
@@ -201,6 +216,19 @@ fn create_file<T: Target>(t: &T, rel: &str) -> Result<(), Error> {
     }
 }
 
+/// Creates the regular file `rel` under the root holding `data`, and reads it back.
+fn create_file_with<T: Target>(t: &T, rel: &str, data: &[u8]) -> Result<(), Error> {
+    let p = t.path(rel);
+    t.create_with(&p, 0o644, data)
+        .map_err(|e| failed("create", &p, e))?;
+    let mut buf = vec![0; data.len() + 1];
+    match t.open_read_close(&p, &mut buf) {
+        Ok(n) if buf[..n] == *data => Ok(()),
+        Ok(n) => Err(format!("{p:?} reads back {n} bytes other than written").into()),
+        Err(e) => Err(failed("read", &p, e)),
+    }
+}
+
 // ---- Workers: the timed loops. ----
 
 /// Loops `stat(p)`.
@@ -231,6 +259,26 @@ fn fstatat_worker<T: Target>(t: &T, dir: &T::Path, p: T::Path) -> Result<Worker,
             Ok(())
         }
         Err(e) => Err(failed("fstatat", &p, e)),
+    })
+}
+
+/// Loops `open` / `read` of `W7_READ` bytes / `close` over `paths`, in order, from `start`;
+/// every read must return the whole buffer.
+fn orc_worker<T: Target>(t: &T, paths: Vec<T::Path>, start: usize) -> Result<Worker, Error> {
+    let me = t.fork();
+    let mut i = start % paths.len();
+    let mut buf = [0u8; W7_READ];
+    looped(move || {
+        let p = &paths[i];
+        i = if i + 1 == paths.len() { 0 } else { i + 1 };
+        match me.open_read_close(p, &mut buf) {
+            Ok(W7_READ) => {
+                black_box(&buf);
+                Ok(())
+            }
+            Ok(n) => Err(format!("read {p:?}: {n} bytes, expected {W7_READ}").into()),
+            Err(e) => Err(failed("open/read/close", p, e)),
+        }
     })
 }
 
@@ -314,6 +362,32 @@ fn depth_sweep<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
         move |_| stat_worker(&t, p.clone()),
     ));
     Ok(cases)
+}
+
+/// W7's file count.
+const W7_FILES: usize = 254;
+/// W7's read size; every file holds exactly this many bytes.
+const W7_READ: usize = 64;
+
+/// W7: `w7/f000` .. `w7/f253`, each holding 64 bytes; every thread loops `open(abs path)` /
+/// `read(64)` / `close` over all of them, thread `i` starting `i / max_threads` of the way
+/// round so that the threads are on different files.
+fn orc<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+    mkdir_all(t, "w7")?;
+    let mut paths = Vec::with_capacity(W7_FILES);
+    for f in 0..W7_FILES {
+        let rel = format!("w7/f{f:03}");
+        // Distinct contents: the name, then filler, then a newline, 64 bytes in all.
+        let mut data = format!("{rel} ").into_bytes();
+        data.resize(W7_READ - 1, b'.');
+        data.push(b'\n');
+        create_file_with(t, &rel, &data)?;
+        paths.push(t.path(&rel));
+    }
+    let t = t.clone();
+    Ok(vec![Case::new("open_read_close", move |i| {
+        orc_worker(&t, paths.clone(), i * W7_FILES / max_threads.max(1))
+    })])
 }
 
 /// W8: thread `i` creates and unlinks `w8s/t<i>` (shared directory), then `w8p/t<i>/n` (a

@@ -60,7 +60,9 @@ impl Target for Engine {
     type Path = PathBuf;
     type Dir = EngineDir;
 
-    const SYSTEM: System = System::Scalevfs;
+    fn system(&self) -> System {
+        System::Scalevfs
+    }
 
     fn fork(&self) -> Self {
         Engine {
@@ -123,5 +125,28 @@ impl Target for Engine {
     #[inline]
     fn unlink(&self, p: &PathBuf) -> OpResult<()> {
         self.proc.unlink(p).map_err(errno)
+    }
+
+    fn create_with(&self, p: &PathBuf, mode: u32, data: &[u8]) -> OpResult<()> {
+        let fd = self
+            .proc
+            .open(p, OFlags::CREAT | OFlags::EXCL | OFlags::WRONLY, mode)
+            .map_err(errno)?;
+        let written = self.proc.write(fd, data);
+        let closed = self.proc.close(fd);
+        match written.map_err(errno)? {
+            n if n == data.len() => closed.map_err(errno),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    #[inline]
+    fn open_read_close(&self, p: &PathBuf, buf: &mut [u8]) -> OpResult<usize> {
+        let fd = self.proc.open(p, OFlags::RDONLY, 0).map_err(errno)?;
+        let read = self.proc.read(fd, buf);
+        let closed = self.proc.close(fd);
+        let n = read.map_err(errno)?;
+        closed.map_err(errno)?;
+        Ok(n)
     }
 }

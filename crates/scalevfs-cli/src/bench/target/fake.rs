@@ -1,5 +1,5 @@
-//! A toy file system for the harness's own tests: a map from path to mode, and a call budget
-//! after which every operation fails with `EIO`.
+//! A toy file system for the harness's own tests: a map from path to mode and contents, and a
+//! call budget after which every operation fails with `EIO`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +18,11 @@ const FILE: u32 = 0o100644;
 #[derive(Clone)]
 pub struct Fake(Arc<Inner>);
 
+/// An entry: its mode and, for a file, its contents.
+type Entry = (u32, Vec<u8>);
+
 struct Inner {
-    entries: Mutex<HashMap<String, u32>>,
+    entries: Mutex<HashMap<String, Entry>>,
     calls: AtomicU64,
     budget: u64,
 }
@@ -27,7 +30,7 @@ struct Inner {
 impl Fake {
     /// An empty file system whose operations fail after `budget` calls.
     pub fn failing_after(budget: u64) -> Fake {
-        let entries = HashMap::from([(String::new(), DIR)]);
+        let entries = HashMap::from([(String::new(), (DIR, Vec::new()))]);
         Fake(Arc::new(Inner {
             entries: Mutex::new(entries),
             calls: AtomicU64::new(0),
@@ -40,7 +43,7 @@ impl Fake {
         Fake::failing_after(u64::MAX)
     }
 
-    fn entries(&self) -> OpResult<std::sync::MutexGuard<'_, HashMap<String, u32>>> {
+    fn entries(&self) -> OpResult<std::sync::MutexGuard<'_, HashMap<String, Entry>>> {
         if self.0.calls.fetch_add(1, Ordering::Relaxed) >= self.0.budget {
             return Err(EIO);
         }
@@ -48,22 +51,22 @@ impl Fake {
     }
 
     fn lookup(&self, p: &str) -> OpResult<Meta> {
-        let mode = *self.entries()?.get(p).ok_or(ENOENT)?;
+        let mode = self.entries()?.get(p).ok_or(ENOENT)?.0;
         Ok(Meta { ino: 1, mode })
     }
 
-    fn insert(&self, p: &str, mode: u32) -> OpResult<()> {
+    fn insert(&self, p: &str, mode: u32, data: &[u8]) -> OpResult<()> {
         let mut e = self.entries()?;
         let parent = p.rsplit_once('/').map_or("", |(d, _)| d);
         match e.get(parent) {
             None => return Err(ENOENT),
-            Some(&m) if m != DIR => return Err(ENOTDIR),
+            Some(&(m, _)) if m != DIR => return Err(ENOTDIR),
             Some(_) => {}
         }
         if e.contains_key(p) {
             return Err(Errno::EEXIST);
         }
-        e.insert(p.to_owned(), mode);
+        e.insert(p.to_owned(), (mode, data.to_vec()));
         Ok(())
     }
 }
@@ -72,7 +75,9 @@ impl Target for Fake {
     type Path = String;
     type Dir = String;
 
-    const SYSTEM: System = System::Scalevfs;
+    fn system(&self) -> System {
+        System::Scalevfs
+    }
 
     fn fork(&self) -> Self {
         self.clone()
@@ -106,19 +111,36 @@ impl Target for Fake {
     }
 
     fn mkdir(&self, p: &String, _mode: u32) -> OpResult<()> {
-        self.insert(p, DIR)
+        self.insert(p, DIR, &[])
     }
 
     fn create_close(&self, p: &String, _mode: u32) -> OpResult<()> {
-        self.insert(p, FILE)
+        self.insert(p, FILE, &[])
     }
 
     fn unlink(&self, p: &String) -> OpResult<()> {
         let mut e = self.entries()?;
         match e.get(p.as_str()) {
             None => Err(ENOENT),
-            Some(&DIR) => Err(EISDIR),
+            Some(&(DIR, _)) => Err(EISDIR),
             Some(_) => e.remove(p.as_str()).map(drop).ok_or(ENOENT),
+        }
+    }
+
+    fn create_with(&self, p: &String, _mode: u32, data: &[u8]) -> OpResult<()> {
+        self.insert(p, FILE, data)
+    }
+
+    fn open_read_close(&self, p: &String, buf: &mut [u8]) -> OpResult<usize> {
+        let e = self.entries()?;
+        match e.get(p.as_str()) {
+            None => Err(ENOENT),
+            Some(&(DIR, _)) => Err(EISDIR),
+            Some((_, data)) => {
+                let n = data.len().min(buf.len());
+                buf[..n].copy_from_slice(&data[..n]);
+                Ok(n)
+            }
         }
     }
 }

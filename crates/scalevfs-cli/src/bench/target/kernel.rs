@@ -1,36 +1,92 @@
 //! The reference: real system calls (through rustix) on a fresh tmpfs directory.
+//!
+//! The same code, rooted at a FUSE mount of scalevfs instead of a tmpfs directory, is the
+//! `fuse` system ([`Kernel::fuse_mounted`]): its figures differ from the kernel's only in what
+//! serves the calls.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use super::fuse::FuseMount;
 use super::{Access, Errno, Meta, OpResult, System, Target};
+use crate::bench::cleanup;
 
 /// `statfs.f_type` of tmpfs.
 const TMPFS_MAGIC: u64 = 0x0102_1994;
 
-/// The kernel, rooted at a temporary directory that is removed when the last handle goes.
+/// System calls under a directory: a fresh tmpfs directory (the `kernel` system) or a fresh
+/// FUSE mount of scalevfs (the `fuse` system). The directory is removed, and the mount
+/// unmounted, when the last handle goes.
 #[derive(Clone)]
 pub struct Kernel {
-    root: Arc<TempRoot>,
+    root: Arc<Root>,
 }
 
-/// The benchmark's directory; the whole tree under it is removed on drop.
-struct TempRoot {
+/// The benchmark's directory.
+struct Root {
     path: PathBuf,
     /// `path` as UTF-8, the prefix of every absolute path.
     prefix: String,
+    system: System,
+    /// For `fuse`: the mount on `path`, which removes `path` once unmounted. Otherwise the
+    /// whole tree under `path` is removed on drop.
+    mount: Option<FuseMount>,
 }
 
-impl Drop for TempRoot {
+impl Root {
+    fn new(path: PathBuf, system: System, mount: Option<FuseMount>) -> Result<Root, String> {
+        let prefix = path
+            .to_str()
+            .ok_or_else(|| format!("{} is not UTF-8", path.display()))?
+            .to_owned();
+        Ok(Root {
+            path,
+            prefix,
+            system,
+            mount,
+        })
+    }
+}
+
+impl Drop for Root {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("warning: could not remove {}: {e}", self.path.display());
+        match self.mount.take() {
+            // Unmounts and removes the mountpoint; the tree goes with the file system.
+            Some(m) => drop(m),
+            None => {
+                if let Err(e) = std::fs::remove_dir_all(&self.path) {
+                    eprintln!("warning: could not remove {}: {e}", self.path.display());
+                }
+                cleanup::forget(&self.path);
+            }
         }
     }
+}
+
+/// Creates a fresh directory `<stem>.<pid>[.<n>]` under `parent`, mode 0755.
+pub fn fresh_dir(parent: &Path, stem: &str) -> Result<PathBuf, String> {
+    let pid = rustix::process::getpid().as_raw_nonzero();
+    for n in 0..100 {
+        let name = match n {
+            0 => format!("{stem}.{pid}"),
+            _ => format!("{stem}.{pid}.{n}"),
+        };
+        let path = parent.join(name);
+        match rustix::fs::mkdir(&path, Mode::from_raw_mode(0o755)) {
+            Ok(()) => return Ok(path),
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(format!("mkdir {}: {e}", path.display())),
+        }
+    }
+    Err(format!(
+        "no free name for a directory under {}",
+        parent.display()
+    ))
 }
 
 impl Kernel {
@@ -42,35 +98,43 @@ impl Kernel {
             .map_err(|e| format!("statfs {}: {e}", parent.display()))?
             .f_type as u64
             == TMPFS_MAGIC;
-        let pid = rustix::process::getpid().as_raw_nonzero();
-        for n in 0..100 {
-            let name = match n {
-                0 => format!("scalevfs-bench.{pid}"),
-                _ => format!("scalevfs-bench.{pid}.{n}"),
-            };
-            let path = parent.join(name);
-            match rustix::fs::mkdir(&path, Mode::from_raw_mode(0o755)) {
-                Ok(()) => {
-                    let prefix = path
-                        .to_str()
-                        .ok_or_else(|| format!("{} is not UTF-8", path.display()))?
-                        .to_owned();
-                    let root = Arc::new(TempRoot { path, prefix });
-                    return Ok((Kernel { root }, on_tmpfs));
-                }
-                Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => return Err(format!("mkdir {}: {e}", path.display())),
+        let path = fresh_dir(parent, "scalevfs-bench")?;
+        cleanup::remove_tree_on_signal(&path);
+        let root = match Root::new(path.clone(), System::Kernel, None) {
+            Ok(r) => r,
+            Err(e) => {
+                cleanup::forget(&path);
+                let _ = std::fs::remove_dir(&path);
+                return Err(e);
             }
-        }
-        Err(format!(
-            "no free name for a directory under {}",
-            parent.display()
+        };
+        Ok((
+            Kernel {
+                root: Arc::new(root),
+            },
+            on_tmpfs,
         ))
     }
 
-    /// The benchmark directory.
+    /// The `fuse` system: a fresh memfs served through FUSE from this process, mounted on a
+    /// fresh directory under `parent`, used with the same system calls as the kernel.
+    /// `timeout` is the mount's entry and attribute timeout.
+    pub fn fuse_mounted(parent: &Path, timeout: Duration) -> Result<Kernel, String> {
+        let mount = FuseMount::new(parent, timeout)?;
+        let root = Root::new(mount.path().to_owned(), System::Fuse, Some(mount))?;
+        Ok(Kernel {
+            root: Arc::new(root),
+        })
+    }
+
+    /// The benchmark directory (for `fuse`, the mountpoint).
     pub fn root(&self) -> &Path {
         &self.root.path
+    }
+
+    /// For `fuse`, the mount.
+    pub fn mount(&self) -> Option<&FuseMount> {
+        self.root.mount.as_ref()
     }
 }
 
@@ -89,7 +153,9 @@ impl Target for Kernel {
     type Path = CString;
     type Dir = OwnedFd;
 
-    const SYSTEM: System = System::Kernel;
+    fn system(&self) -> System {
+        self.root.system
+    }
 
     fn fork(&self) -> Self {
         self.clone()
@@ -155,5 +221,26 @@ impl Target for Kernel {
     #[inline]
     fn unlink(&self, p: &CString) -> OpResult<()> {
         rustix::fs::unlink(p.as_c_str()).map_err(errno)
+    }
+
+    fn create_with(&self, p: &CString, mode: u32, data: &[u8]) -> OpResult<()> {
+        let fd = rustix::fs::open(
+            p.as_c_str(),
+            OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(errno)?;
+        match rustix::io::write(&fd, data) {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(_) => Err(Errno::EIO),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
+    #[inline]
+    fn open_read_close(&self, p: &CString, buf: &mut [u8]) -> OpResult<usize> {
+        // Dropping the descriptor closes it.
+        let fd = rustix::fs::open(p.as_c_str(), OFlags::RDONLY, Mode::empty()).map_err(errno)?;
+        rustix::io::read(&fd, buf).map_err(errno)
     }
 }
