@@ -113,6 +113,28 @@ impl<'g> Start<'g> {
     fn pos(&self, locked: bool, guard: &'g Guard) -> std::result::Result<Pos<'g>, Fail> {
         Pos::at(self.mnt, self.d, locked, guard)
     }
+
+    /// A whole walk of `path` from here (a fresh symlink count).
+    fn walk<'a>(
+        &self,
+        cx: &Ctx<'g>,
+        path: &'a [u8],
+        flags: Flags,
+        locked: bool,
+    ) -> std::result::Result<Walked<'a, 'g>, Fail>
+    where
+        'g: 'a,
+    {
+        let mut links = 0;
+        walk::walk(
+            cx,
+            self.pos(locked, cx.guard)?,
+            path,
+            flags,
+            locked,
+            &mut links,
+        )
+    }
 }
 
 /// Runs `op` fast, then locked if it asks to retry.
@@ -451,19 +473,11 @@ impl Process {
                     return r;
                 }
             }
-            let mut links = 0;
             let wf = Flags {
                 follow,
                 parent: false,
             };
-            let w = walk::walk(
-                cx,
-                start.pos(locked, cx.guard)?,
-                path,
-                wf,
-                locked,
-                &mut links,
-            )?;
+            let w = start.walk(cx, path, wf, locked)?;
             let p = w.pos();
             let r = f(p.inode()?, p.mnt.dev())?;
             w.validate(cx)?;
@@ -741,17 +755,14 @@ impl Process {
     /// Resolves `path` to the object it names (fast, then locked), without validation.
     fn resolve<'g>(cx: &Ctx<'g>, start: Start<'g>, path: &[u8], follow: bool) -> Result<Pos<'g>> {
         retry(|locked| {
-            let mut links = 0;
-            let w = walk::walk(
+            let w = start.walk(
                 cx,
-                start.pos(locked, cx.guard)?,
                 path,
                 Flags {
                     follow,
                     parent: false,
                 },
                 locked,
-                &mut links,
             )?;
             Ok(w.pos())
         })
@@ -942,30 +953,14 @@ impl Process {
         if cx.vfs.check_mode() {
             // Check mode covers open's walk: `with_walk` compares fast and locked.
             let _ = with_walk(cx.vfs, |locked| {
-                let mut links = 0;
-                let w = walk::walk(
-                    cx,
-                    start.pos(locked, cx.guard)?,
-                    path,
-                    wf,
-                    locked,
-                    &mut links,
-                )?;
+                let w = start.walk(cx, path, wf, locked)?;
                 let p = w.pos();
                 w.validate(cx)?;
                 Ok((Arc::as_ptr(p.mnt) as usize, p.d as *const Dentry as usize))
             });
         }
         let of = retry(|locked| {
-            let mut links = 0;
-            let w = walk::walk(
-                cx,
-                start.pos(locked, cx.guard)?,
-                path,
-                wf,
-                locked,
-                &mut links,
-            )?;
+            let w = start.walk(cx, path, wf, locked)?;
             let p = w.pos();
             let inode = p.inode()?;
             Self::may_open(inode, flags, cx.creds)?;
@@ -2299,17 +2294,14 @@ impl Process {
         }
         let loc = self.at(Fd::CWD, path, |cx, start| {
             retry(|locked| {
-                let mut links = 0;
-                let w = walk::walk(
+                let w = start.walk(
                     cx,
-                    start.pos(locked, cx.guard)?,
                     path,
                     Flags {
                         follow: true,
                         parent: false,
                     },
                     locked,
-                    &mut links,
                 )?;
                 let p = w.pos();
                 let i = p.inode()?;
