@@ -36,11 +36,40 @@ pub mod sync;
 mod types;
 mod walk;
 
+/// Engine internals for the criterion benchmarks; not part of the API.
+#[doc(hidden)]
+#[path = "bench_internals.rs"]
+pub mod __bench;
+
 pub use errno::{Errno, Result};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
 pub use pathcache::clear_thread_cache;
 pub use process::Process;
 pub use types::*;
+
+/// The sizes, in bytes, of the structures every file costs (for `scalevfs bench`'s W12 and
+/// BENCHMARKS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// A dentry (one per name).
+    pub dentry: usize,
+    /// An inode (one per file).
+    pub inode: usize,
+    /// An inode's allocation: the inode with its `Arc` counts, rounded to its alignment.
+    pub inode_alloc: usize,
+}
+
+/// The sizes of the per-file structures of this build.
+pub fn layout() -> Layout {
+    use std::mem::{align_of, size_of};
+    let inode = size_of::<inode::Inode>();
+    let align = align_of::<inode::Inode>();
+    Layout {
+        dentry: size_of::<dentry::Dentry>(),
+        inode,
+        inode_alloc: (2 * size_of::<usize>()).next_multiple_of(align) + inode,
+    }
+}
 
 use crossbeam_epoch::{Atomic, Owned};
 use crossbeam_utils::CachePadded;

@@ -19,6 +19,14 @@
 //! Only successful, validated fast walks are inserted; errors and negative results never
 //! are.
 //!
+//! # Admission
+//! An insertion that would evict an entry is admitted only for a path that missed once
+//! before, recently: a first miss only records the path's hash tag in a small per-thread
+//! *ghost* table (the idea of 2Q and TinyLFU's doorkeeper). A walk over many distinct paths,
+//! each used once (a tree walk, W4), then neither pays for an entry it will never use (the
+//! references, the copy of the path) nor evicts the hot paths; a path used twice is cached
+//! from its second walk.
+//!
 //! # What protects each field
 //! The table is thread-local: no lock. An entry holds references on its final dentry and
 //! on the root and start dentries, so none of them is freed (or its address reused) while
@@ -35,6 +43,8 @@ use std::cell::RefCell;
 const SLOTS: usize = 256;
 /// Longest path cached: any valid path (the copy is made once, on insertion).
 const MAX_PATH: usize = crate::types::limits::PATH_MAX;
+/// Ghost slots per thread: the tags of recent misses that were not admitted.
+const GHOSTS: usize = 1024;
 
 /// What identifies a walk, beside the path.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -60,8 +70,22 @@ struct Entry {
     _start: DRef,
 }
 
+/// A thread's cache: the entries, and the ghosts of recent unadmitted misses.
+struct Table {
+    slots: Vec<Option<Entry>>,
+    ghosts: Box<[u32; GHOSTS]>,
+}
+
 thread_local! {
-    static TABLE: RefCell<Vec<Option<Entry>>> = RefCell::new((0..SLOTS).map(|_| None).collect());
+    static TABLE: RefCell<Table> = RefCell::new(Table {
+        slots: (0..SLOTS).map(|_| None).collect(),
+        ghosts: Box::new([0; GHOSTS]),
+    });
+}
+
+/// `hash`'s ghost slot and tag: other bits than the slot index, and never 0 (an empty ghost).
+fn ghost(hash: u64) -> (usize, u32) {
+    (((hash >> 8) as usize) % GHOSTS, (hash >> 32) as u32 | 1)
 }
 
 /// A cached walk's result: where it ended and the sequence count to validate against.
@@ -84,7 +108,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32
     TABLE
         .try_with(|t| {
             let t = t.borrow();
-            let e = t[(hash as usize) % SLOTS].as_ref()?;
+            let e = t.slots[(hash as usize) % SLOTS].as_ref()?;
             if e.hash != hash
                 || e.key != *key
                 || e.gen != gen
@@ -104,14 +128,15 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32
         .flatten()
 }
 
-/// Records a validated fast walk of `path`. `gen` and `mount_seq` must have been read
-/// before the walk started.
+/// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, if admitted (see
+/// the module docs). `gen` and `mount_seq` must have been read before the walk started.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
     key: Key,
     root: &Dentry,
     start: &Dentry,
     path: &[u8],
+    hash: u64,
     gen: u64,
     mount_seq: u32,
     dev: u64,
@@ -119,7 +144,23 @@ pub(crate) fn insert(
     d: &Dentry,
     seq: u32,
 ) {
+    debug_assert_eq!(hash, path_hash(path));
     if path.len() > MAX_PATH {
+        return;
+    }
+    let admitted = TABLE
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            if t.slots[(hash as usize) % SLOTS].is_none() {
+                return true;
+            }
+            let (g, tag) = ghost(hash);
+            let seen = t.ghosts[g] == tag;
+            t.ghosts[g] = if seen { 0 } else { tag };
+            seen
+        })
+        .unwrap_or(false);
+    if !admitted {
         return;
     }
     let (Some(dr), Some(rr), Some(sr)) =
@@ -127,7 +168,6 @@ pub(crate) fn insert(
     else {
         return;
     };
-    let hash = path_hash(path);
     let e = Entry {
         key,
         hash,
@@ -142,7 +182,7 @@ pub(crate) fn insert(
         _start: sr,
     };
     let old = TABLE
-        .try_with(|t| t.borrow_mut()[(hash as usize) % SLOTS].replace(e))
+        .try_with(|t| t.borrow_mut().slots[(hash as usize) % SLOTS].replace(e))
         .ok()
         .flatten();
     // References are dropped outside the borrow: a drop may pin the epoch.
@@ -152,7 +192,7 @@ pub(crate) fn insert(
 /// Empties this thread's table (tests; and a way to release the references it holds).
 pub fn clear_thread_cache() {
     let old: Vec<_> = TABLE
-        .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
+        .try_with(|t| t.borrow_mut().slots.iter_mut().map(|s| s.take()).collect())
         .unwrap_or_default();
     drop(old);
 }

@@ -488,6 +488,7 @@ impl Process {
                         cx.root,
                         key_start,
                         path,
+                        hash,
                         gen,
                         ms,
                         p.mnt.dev(),
@@ -689,8 +690,9 @@ impl Process {
             start: if dir[0] == b'/' { cx.root } else { start.d },
             follow: true,
         });
+        let dir_hash = split.map_or(0, |(dir, _)| crate::name::path_hash(dir));
         if let (Some((dir, name)), Some(key), Some(ms)) = (split, &key, ms) {
-            if let Some(h) = pathcache::lookup(key, dir, crate::name::path_hash(dir), gen, ms) {
+            if let Some(h) = pathcache::lookup(key, dir, dir_hash, gen, ms) {
                 // SAFETY: the cache entry holds a reference on the dentry.
                 let d = unsafe { &*h.d };
                 let inode = d.inode(cx.guard);
@@ -735,6 +737,7 @@ impl Process {
                         cx.root,
                         if dir[0] == b'/' { cx.root } else { start.d },
                         dir,
+                        dir_hash,
                         gen,
                         ms,
                         p.mnt.dev(),
