@@ -3,6 +3,9 @@
 //!
 //! # Systems
 //! - `kernel`: real system calls on a fresh tmpfs directory (the reference).
+//! - `vfs`, `wasmer`: the in-process peers, the `vfs` crate's `MemoryFS` and wasmer's
+//!   `virtual-fs` memory file system, on the workloads whose operations they have
+//!   ([`target::peers`](target)).
 //! - `scalevfs`: the engine's API, in this process.
 //! - `fuse`: the engine served through FUSE from this process, mounted on a fresh directory
 //!   under the temporary directory, and used with the same system calls as `kernel` (the same
@@ -16,28 +19,36 @@
 //!   cases (variants), each a recipe for one thread's timed loop.
 //! - [`runner`]: one run of a case on N pinned threads for a fixed time.
 //! - [`report`]: medians, the table, the JSON records.
+//! - [`memory`]: W12, bytes per empty file (in a child process for the in-process systems).
+//! - [`plot`]: `--plot`, the figures drawn.
 //! - [`cleanup`]: what a signal must undo (the FUSE mount, the temporary directories).
 //!
 //! # Side by side
 //! For each case and thread count, every system gets one warm-up run, then the systems take turns
 //! run by run (the order reversed every other run), so that a noisy neighbour or a change of CPU
 //! frequency falls on both columns alike. Only ratios taken this way are meant to be compared.
+//!
+//! W4 is fixed work (a tree per thread, built, walked twice and removed), run the same way: one
+//! warm-up and then the systems in turn, each run yielding one figure per phase.
 
 mod cleanup;
+mod memory;
+mod plot;
 mod report;
 mod runner;
 mod target;
 mod workloads;
 
 use std::fmt;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use indicatif::{ProgressBar, ProgressStyle};
+use memory::MemFigure;
 use report::{Columns, Figure, Summary};
 use runner::Cpus;
-use target::{fuse, Engine, Kernel, System, Target};
-use workloads::{Case, Workload};
+use target::{fuse, Engine, Kernel, System, Target, VfsMem, WasmerMem};
+use workloads::{Case, Sizes, Workload};
 
 /// Run duration and count by default.
 const RUN: Duration = Duration::from_millis(300);
@@ -58,19 +69,24 @@ pub struct Args {
     /// Duration of one run, in milliseconds [default: 300, 60 with --quick].
     #[arg(long, value_name = "MS")]
     duration_ms: Option<u64>,
-    /// Short runs: the whole benchmark finishes in well under a minute.
+    /// Short runs and a tenth of W4's and W12's sizes: the whole benchmark finishes in about
+    /// a minute.
     #[arg(long)]
     quick: bool,
     /// Only these workloads, comma-separated (e.g. W1,W3).
     #[arg(long, value_delimiter = ',', value_parser = Workload::parse, value_name = "IDS")]
     only: Vec<Workload>,
-    /// Only these systems, comma-separated: kernel, scalevfs, fuse (fuse needs root and
-    /// /dev/fuse, and is skipped with a note otherwise).
+    /// Only these systems, comma-separated: kernel, vfs, wasmer, scalevfs, fuse (fuse needs
+    /// root and /dev/fuse, and is skipped with a note otherwise).
     #[arg(long, value_delimiter = ',', value_parser = System::parse, value_name = "SYSTEMS")]
     systems: Vec<System>,
     /// Write one JSON record per figure to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Draw the figures to FILE (.svg or .png): rates at one thread by workload and system,
+    /// scaling by threads, and W12's bytes per file.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Entry and attribute timeout of the fuse system's mount, in seconds. 0 (as `scalevfs
     /// mount` by default): the kernel caches no lookup and no attribute, so every call reaches
     /// the engine.
@@ -82,6 +98,12 @@ pub struct Args {
     /// List the workloads and exit.
     #[arg(long)]
     list: bool,
+    /// Internal: measure W12 for this system in this process, and print the bytes.
+    #[arg(long, hide = true, value_parser = System::parse)]
+    memory_child: Option<System>,
+    /// Internal: the file count for --memory-child.
+    #[arg(long, hide = true, default_value_t = Sizes::FULL.memory_files)]
+    memory_files: usize,
 }
 
 /// A benchmark failure, with enough context to find the call that failed.
@@ -117,6 +139,7 @@ struct Plan {
     run: Duration,
     warmup: Duration,
     fuse_timeout: Duration,
+    sizes: Sizes,
 }
 
 impl Plan {
@@ -161,6 +184,11 @@ impl Plan {
             run,
             warmup: (run / 3).max(Duration::from_millis(10)),
             fuse_timeout,
+            sizes: if args.quick {
+                Sizes::QUICK
+            } else {
+                Sizes::FULL
+            },
         })
     }
 
@@ -172,6 +200,8 @@ impl Plan {
 /// The systems being measured, each present if selected (and, for fuse, possible here).
 struct Systems {
     kernel: Option<Kernel>,
+    vfs: Option<VfsMem>,
+    wasmer: Option<WasmerMem>,
     engine: Option<Engine>,
     /// The kernel's code, rooted at a FUSE mount of scalevfs.
     fuse: Option<Kernel>,
@@ -196,6 +226,8 @@ impl Systems {
             .systems
             .contains(&System::Scalevfs)
             .then(Engine::new_memfs);
+        let vfs = plan.systems.contains(&System::Vfs).then(VfsMem::new);
+        let wasmer = plan.systems.contains(&System::Wasmer).then(WasmerMem::new);
         let (mut fuse, mut fuse_skipped) = (None, None);
         if plan.systems.contains(&System::Fuse) {
             match fuse::usable() {
@@ -210,6 +242,8 @@ impl Systems {
         }
         Ok(Systems {
             kernel,
+            vfs,
+            wasmer,
             engine,
             fuse,
             fuse_skipped,
@@ -218,44 +252,108 @@ impl Systems {
 
     /// The table's optional columns.
     fn columns(&self) -> Columns {
-        let others = self.engine.is_some() || self.fuse.is_some();
+        let peers = self.vfs.is_some() || self.wasmer.is_some();
+        let others = peers || self.engine.is_some() || self.fuse.is_some();
         Columns {
             vs_kernel: self.kernel.is_some() && others,
+            vs_peer: peers && self.engine.is_some(),
             vs_fuse: self.fuse.is_some() && self.engine.is_some(),
         }
     }
 
-    /// Builds `w`'s tree and cases on every selected system, in [`System::ALL`] order.
-    fn cases(&self, w: Workload, max_threads: usize) -> Result<Vec<(System, Vec<Case>)>, Error> {
-        fn build<T: Target>(t: &T, w: Workload, n: usize) -> Result<(System, Vec<Case>), Error> {
-            let cases = w
-                .cases(t, n)
-                .map_err(|e| format!("{} set-up on {}: {e}", w.id(), t.system().name()))?;
-            Ok((t.system(), cases))
-        }
+    /// Builds `w`'s tree and cases on every selected system that can run it, in
+    /// [`System::ALL`] order.
+    ///
+    /// A peer whose set-up fails is left out, with a note; any other system's failure is the
+    /// benchmark's error.
+    fn cases(
+        &self,
+        w: Workload,
+        plan: &Plan,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<(System, Vec<Case>)>, Error> {
         let mut sets = Vec::new();
-        if let Some(k) = &self.kernel {
-            sets.push(build(k, w, max_threads)?);
+        let mut build = |built: Option<(System, Result<Vec<Case>, Error>)>| match built {
+            None => Ok(()),
+            Some((sys, Ok(cases))) => {
+                sets.push((sys, cases));
+                Ok(())
+            }
+            Some((sys, Err(e))) => {
+                let e = format!("{} set-up on {}: {e}", w.id(), sys.name());
+                match sys.is_peer() {
+                    true => {
+                        notes.push(e);
+                        Ok(())
+                    }
+                    false => Err(Error::from(e)),
+                }
+            }
+        };
+        type Built = Option<(System, Result<Vec<Case>, Error>)>;
+        fn on<T: Target>(t: &Option<T>, w: Workload, plan: &Plan) -> Built {
+            let t = t.as_ref().filter(|t| t.supports(w))?;
+            Some((t.system(), w.cases(t, plan.max_threads(), &plan.sizes)))
         }
-        if let Some(e) = &self.engine {
-            sets.push(build(e, w, max_threads)?);
-        }
-        if let Some(f) = &self.fuse {
-            sets.push(build(f, w, max_threads)?);
-        }
+        build(on(&self.kernel, w, plan))?;
+        build(on(&self.vfs, w, plan))?;
+        build(on(&self.wasmer, w, plan))?;
+        build(on(&self.engine, w, plan))?;
+        build(on(&self.fuse, w, plan))?;
         Ok(sets)
+    }
+
+    /// W12 on every selected system that can run it, in [`System::ALL`] order.
+    fn memory(&self, plan: &Plan, progress: &ProgressBar) -> Result<Vec<MemFigure>, Error> {
+        let files = plan.sizes.memory_files;
+        let mut figures = Vec::new();
+        for sys in System::ALL {
+            progress.set_message(format!("W12 memory on {}", sys.name()));
+            let figure = match sys {
+                System::Kernel => match &self.kernel {
+                    Some(k) => memory::kernel(k, files)?,
+                    None => continue,
+                },
+                System::Vfs if self.vfs.is_some() => memory::in_child(sys, files)?,
+                System::Wasmer if self.wasmer.is_some() => memory::in_child(sys, files)?,
+                System::Scalevfs if self.engine.is_some() => memory::in_child(sys, files)?,
+                _ => continue,
+            };
+            progress.inc(1);
+            figures.push(figure);
+        }
+        Ok(figures)
+    }
+
+    /// How many systems W12 measures.
+    fn memory_count(&self) -> u64 {
+        [
+            self.kernel.is_some(),
+            self.vfs.is_some(),
+            self.wasmer.is_some(),
+            self.engine.is_some(),
+        ]
+        .iter()
+        .filter(|&&b| b)
+        .count() as u64
     }
 }
 
 /// Runs `scalevfs bench`.
 pub fn run(args: Args) -> Result<(), Error> {
+    if let Some(system) = args.memory_child {
+        return memory::child(system, args.memory_files);
+    }
     if args.list {
         for w in Workload::ALL {
-            println!("{}  {:<16} counts {}", w.id(), w.title(), w.unit().name());
+            println!("{:<4} {:<16} counts {}", w.id(), w.title(), w.unit().name());
         }
         return Ok(());
     }
     let plan = Plan::new(&args)?;
+    if let Some(path) = &args.plot {
+        plot::check_path(path)?;
+    }
     let cpus = Cpus::allowed()?;
     if plan.max_threads() > cpus.len() {
         eprintln!(
@@ -272,76 +370,173 @@ pub fn run(args: Args) -> Result<(), Error> {
     let cols = systems.columns();
     println!("{}", report::header(cols));
 
+    // Progress on stderr (shown only on a terminal); the table goes to stdout between redraws.
+    let progress = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} runs, {elapsed} {msg}")
+            .map_err(|e| format!("progress template: {e}"))?,
+    );
+    let say = |line: &str| progress.suspend(|| println!("{line}"));
     let mut figures: Vec<Figure> = Vec::new();
-    for &w in &plan.workloads {
-        let sets = systems.cases(w, plan.max_threads())?;
+    // What went wrong with a peer, repeated after the table.
+    let mut notes: Vec<String> = Vec::new();
+    for &w in plan.workloads.iter().filter(|w| w.is_timed()) {
+        progress.set_message(format!("{} set-up", w.id()));
+        let sets = systems.cases(w, &plan, &mut notes)?;
         let Some((_, first)) = sets.first() else {
             continue;
         };
+        let runs_per_case = (plan.runs as u64 + 1) * sets.len() as u64;
+        progress.inc_length(runs_per_case * (first.len() * plan.threads.len()) as u64);
         for (v, case) in first.iter().enumerate() {
             for (sys, cases) in &sets {
                 if cases.get(v).map(|c| &c.variant) != Some(&case.variant) {
                     return Err(format!("{}: {} builds different cases", w.id(), sys.name()).into());
                 }
             }
+            // Peers that failed on this case sit out its other thread counts.
+            let mut failed: Vec<(System, Error)> = Vec::new();
             for &threads in &plan.threads {
-                let cases: Vec<(System, &Case)> = sets.iter().map(|(s, c)| (*s, &c[v])).collect();
-                let row = measure(&plan, &cpus, w, &cases, threads)?;
-                let one_thread = |sys: System| {
-                    figures
-                        .iter()
-                        .find(|f| {
-                            f.workload == w
-                                && f.variant == case.variant
-                                && f.system == sys
-                                && f.threads == 1
-                        })
-                        .map(|f| f.ops.median)
-                };
-                for line in report::rows(&row, one_thread, cols) {
-                    println!("{line}");
+                progress.set_message(format!("{} {} x{threads}", w.id(), case.variant));
+                let cases: Vec<(System, &Case)> = sets
+                    .iter()
+                    .filter(|(s, _)| !failed.iter().any(|(f, _)| f == s))
+                    .map(|(s, c)| (*s, &c[v]))
+                    .collect();
+                let before = failed.len();
+                let rows = measure(&plan, &cpus, w, &cases, threads, &progress, &mut failed)?;
+                for (sys, e) in &failed[before..] {
+                    say(&format!(
+                        "{:<4} {:<16} {:>11}  {:<8}  failed: {e}",
+                        w.id(),
+                        case.variant,
+                        threads,
+                        sys.name()
+                    ));
+                    notes.push(format!(
+                        "{} {} at {threads} threads: {} failed: {e}",
+                        w.id(),
+                        case.variant,
+                        sys.name()
+                    ));
                 }
-                // Progress goes to a terminal as it happens; a failure to flush is not fatal.
-                let _ = std::io::stdout().flush();
-                figures.extend(row);
+                for row in rows {
+                    let one_thread = |sys: System| {
+                        figures
+                            .iter()
+                            .find(|f| {
+                                f.workload == w
+                                    && f.variant == row[0].variant
+                                    && f.system == sys
+                                    && f.threads == 1
+                            })
+                            .map(|f| f.ops.median)
+                    };
+                    for line in report::rows(&row, one_thread, cols) {
+                        say(&line);
+                    }
+                    figures.extend(row);
+                }
             }
         }
     }
+    let mut mem = Vec::new();
+    if plan.workloads.contains(&Workload::W12) {
+        progress.inc_length(systems.memory_count());
+        mem = systems.memory(&plan, &progress)?;
+        say("");
+        for line in report::memory_rows(&mem) {
+            say(&line);
+        }
+    }
+    progress.finish_and_clear();
+    if !notes.is_empty() {
+        println!();
+        println!("Peers that failed (their rows are missing above):");
+        for n in &notes {
+            println!("- {n}");
+        }
+    }
     if let Some(path) = &args.json {
-        report::write_json(path, &figures)?;
-        eprintln!("wrote {} records to {}", figures.len(), path.display());
+        report::write_json(path, &figures, &mem)?;
+        eprintln!(
+            "wrote {} records to {}",
+            figures.len() + mem.len(),
+            path.display()
+        );
+    }
+    if let Some(path) = &args.plot {
+        plot::write(path, &figures, &mem, &plan.threads)?;
+        eprintln!("wrote the plot to {}", path.display());
     }
     Ok(())
 }
 
-/// Measures one case on every system at `threads` threads, side by side.
+/// Measures one case on every system at `threads` threads, side by side. Returns one group of
+/// figures (a row per system) for each of the case's figure variants.
+///
+/// A peer that fails (both peers have known bugs under concurrency) is dropped from the case
+/// and its error returned in `failed`; a failure of any other system is the benchmark's error.
 fn measure(
     plan: &Plan,
     cpus: &Cpus,
     w: Workload,
     cases: &[(System, &Case)],
     threads: usize,
-) -> Result<Vec<Figure>, Error> {
-    for (_, case) in cases {
-        runner::run_once(case, threads, plan.warmup, cpus)?;
-    }
+    progress: &ProgressBar,
+    failed: &mut Vec<(System, Error)>,
+) -> Result<Vec<Vec<Figure>>, Error> {
+    let mut alive = vec![true; cases.len()];
+    // samples[system][run][figure variant]
     let mut samples = vec![Vec::with_capacity(plan.runs); cases.len()];
+    let mut run = |i: usize, duration: Duration, keep: bool| -> Result<(), Error> {
+        if alive[i] {
+            match runner::run_once(cases[i].1, threads, duration, cpus) {
+                Ok(rates) if keep => samples[i].push(rates),
+                Ok(_) => {}
+                Err(e) if cases[i].0.is_peer() => {
+                    alive[i] = false;
+                    failed.push((cases[i].0, e));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        progress.inc(1);
+        Ok(())
+    };
+    for i in 0..cases.len() {
+        run(i, plan.warmup, false)?;
+    }
     for r in 0..plan.runs {
         for k in 0..cases.len() {
-            let i = if r % 2 == 0 { k } else { cases.len() - 1 - k };
-            samples[i].push(runner::run_once(cases[i].1, threads, plan.run, cpus)?);
+            run(
+                if r % 2 == 0 { k } else { cases.len() - 1 - k },
+                plan.run,
+                true,
+            )?;
         }
     }
-    Ok(cases
+    let variants = cases[0].1.figure_variants();
+    Ok(variants
         .iter()
-        .zip(&samples)
-        .map(|((system, case), runs)| Figure {
-            workload: w,
-            variant: case.variant.clone(),
-            system: *system,
-            threads,
-            ops: Summary::of(runs),
-            runs: runs.len(),
+        .enumerate()
+        .map(|(v, variant)| {
+            cases
+                .iter()
+                .zip(&samples)
+                .zip(&alive)
+                .filter(|(_, &alive)| alive)
+                .map(|(((system, _), runs), _)| {
+                    let runs: Vec<f64> = runs.iter().map(|r| r[v]).collect();
+                    Figure {
+                        workload: w,
+                        variant: variant.clone(),
+                        system: *system,
+                        threads,
+                        ops: Summary::of(&runs),
+                        runs: runs.len(),
+                    }
+                })
+                .collect()
         })
         .collect())
 }
@@ -365,7 +560,13 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
             release.trim()
         );
     }
-    if plan.systems.contains(&System::Scalevfs) {
+    if systems.vfs.is_some() {
+        println!("vfs:      the vfs crate's MemoryFS, in this process (W1 W3 W4 W7 W8 W12)");
+    }
+    if systems.wasmer.is_some() {
+        println!("wasmer:   wasmer's virtual-fs mem_fs, in this process (W1 W3 W4 W8 W9 W12)");
+    }
+    if systems.engine.is_some() {
         println!("scalevfs: memfs at /, one Process per thread (Process::fork)");
     }
     if let Some(f) = &systems.fuse {
@@ -385,6 +586,9 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
             .to_owned();
     if cols.vs_kernel {
         legend.push_str("; vs kernel = rate / kernel's rate");
+    }
+    if cols.vs_peer {
+        legend.push_str("; vs peer = scalevfs's rate / the best peer's rate");
     }
     if cols.vs_fuse {
         legend.push_str("; vs fuse = scalevfs's rate / fuse's rate");

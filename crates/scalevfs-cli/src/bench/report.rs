@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::memory::MemFigure;
 use super::target::System;
-use super::workloads::Workload;
+use super::workloads::{Unit, Workload};
 use super::Error;
 
 /// Median, minimum and maximum of a set of runs, in total operations per second.
@@ -65,9 +66,17 @@ impl Figure {
     }
 }
 
-/// A JSON record, one per figure.
+/// A JSON record: a rate figure or a memory figure.
 #[derive(Serialize)]
-struct Record<'a> {
+#[serde(untagged)]
+enum Record<'a> {
+    Rate(RateRecord<'a>),
+    Memory(MemRecord),
+}
+
+/// A rate figure's record.
+#[derive(Serialize)]
+struct RateRecord<'a> {
     workload: &'static str,
     variant: &'a str,
     system: &'static str,
@@ -80,23 +89,46 @@ struct Record<'a> {
     runs: usize,
 }
 
-/// Writes `figures` to `path` as a JSON array.
-pub fn write_json(path: &Path, figures: &[Figure]) -> Result<(), Error> {
-    let records: Vec<Record<'_>> = figures
+/// W12's record.
+#[derive(Serialize)]
+struct MemRecord {
+    workload: &'static str,
+    system: &'static str,
+    unit: &'static str,
+    bytes_per_file: f64,
+    files: usize,
+    detail: String,
+}
+
+/// Writes `figures` and `memory` to `path` as a JSON array.
+pub fn write_json(path: &Path, figures: &[Figure], memory: &[MemFigure]) -> Result<(), Error> {
+    let mut records: Vec<Record<'_>> = figures
         .iter()
-        .map(|f| Record {
-            workload: f.workload.id(),
-            variant: &f.variant,
-            system: f.system.name(),
-            threads: f.threads,
-            unit: f.workload.unit().name(),
-            ops_per_sec: f.ops.median,
-            ns_per_op: f.ns_per_op(),
-            min_ops_per_sec: f.ops.min,
-            max_ops_per_sec: f.ops.max,
-            runs: f.runs,
+        .map(|f| {
+            Record::Rate(RateRecord {
+                workload: f.workload.id(),
+                variant: &f.variant,
+                system: f.system.name(),
+                threads: f.threads,
+                unit: f.workload.unit().name(),
+                ops_per_sec: f.ops.median,
+                ns_per_op: f.ns_per_op(),
+                min_ops_per_sec: f.ops.min,
+                max_ops_per_sec: f.ops.max,
+                runs: f.runs,
+            })
         })
         .collect();
+    records.extend(memory.iter().map(|m| {
+        Record::Memory(MemRecord {
+            workload: Workload::W12.id(),
+            system: m.system.name(),
+            unit: Unit::BytesPerFile.name(),
+            bytes_per_file: m.bytes_per_file,
+            files: m.files,
+            detail: m.detail.clone(),
+        })
+    }));
     let err = |e: &dyn std::fmt::Display| Error::from(format!("{}: {e}", path.display()));
     let mut out = BufWriter::new(File::create(path).map_err(|e| err(&e))?);
     serde_json::to_writer_pretty(&mut out, &records).map_err(|e| err(&e))?;
@@ -165,17 +197,22 @@ fn factor(x: f64) -> String {
 pub struct Columns {
     /// "vs kernel": each other system's rate over the kernel's.
     pub vs_kernel: bool,
+    /// "vs peer": scalevfs's rate over the best in-process peer's.
+    pub vs_peer: bool,
     /// "vs fuse": scalevfs's rate over the FUSE mount's (what the in-process API saves).
     pub vs_fuse: bool,
 }
 
-fn line(cells: [&str; 10], cols: Columns) -> String {
-    let [wl, variant, unit, thr, system, rate, ns, scale, vs_kernel, vs_fuse] = cells;
+fn line(cells: [&str; 11], cols: Columns) -> String {
+    let [wl, variant, unit, thr, system, rate, ns, scale, vs_kernel, vs_peer, vs_fuse] = cells;
     let mut s = format!(
         "{wl:<4} {variant:<16} {unit:<7} {thr:>3}  {system:<8}  {rate:<25} {ns:>9}  {scale:>6}"
     );
     if cols.vs_kernel {
         s.push_str(&format!("  {vs_kernel:>9}"));
+    }
+    if cols.vs_peer {
+        s.push_str(&format!("  {vs_peer:>8}"));
     }
     if cols.vs_fuse {
         s.push_str(&format!("  {vs_fuse:>8}"));
@@ -196,6 +233,7 @@ pub fn header(cols: Columns) -> String {
             "ns/op",
             "scale",
             "vs kernel",
+            "vs peer",
             "vs fuse",
         ],
         cols,
@@ -208,13 +246,19 @@ pub fn header(cols: Columns) -> String {
 
 /// One case at one thread count: a row per system measured (`group`, in table order). A row's
 /// scale is its rate over the same system's rate at one thread (`one_thread`); "vs kernel" is its
-/// rate over the kernel's in this group, "vs fuse" (scalevfs only) its rate over fuse's.
+/// rate over the kernel's in this group, "vs peer" (scalevfs only) its rate over the best peer's,
+/// "vs fuse" (scalevfs only) its rate over fuse's.
 pub fn rows(
     group: &[Figure],
     one_thread: impl Fn(System) -> Option<f64>,
     cols: Columns,
 ) -> Vec<String> {
     let rate = |sys: System| group.iter().find(|f| f.system == sys).map(|f| f.ops.median);
+    let best_peer = group
+        .iter()
+        .filter(|f| f.system.is_peer())
+        .map(|f| f.ops.median)
+        .max_by(f64::total_cmp);
     group
         .iter()
         .map(|f| {
@@ -225,6 +269,10 @@ pub fn rows(
             let vs_kernel = match f.system {
                 System::Kernel => "-".to_owned(),
                 _ => ratio_cell(Some(f.ops.median), rate(System::Kernel)),
+            };
+            let vs_peer = match f.system {
+                System::Scalevfs => ratio_cell(Some(f.ops.median), best_peer),
+                _ => "-".to_owned(),
             };
             let vs_fuse = match f.system {
                 System::Scalevfs => ratio_cell(Some(f.ops.median), rate(System::Fuse)),
@@ -241,12 +289,45 @@ pub fn rows(
                     &ns_cell(f),
                     &scale,
                     &vs_kernel,
+                    &vs_peer,
                     &vs_fuse,
                 ],
                 cols,
             )
         })
         .collect()
+}
+
+/// W12's table: bytes per file on each system, and its ratio to the kernel's (lower is less
+/// memory).
+pub fn memory_rows(figures: &[MemFigure]) -> Vec<String> {
+    let kernel = figures
+        .iter()
+        .find(|m| m.system == System::Kernel)
+        .map(|m| m.bytes_per_file);
+    let mut out = vec![
+        format!(
+            "{:<4} {:<8} {:>9} {:>12}  {:>9}  how",
+            "wl", "system", "files", "bytes/file", "vs kernel"
+        ),
+        "-".repeat(60),
+    ];
+    for m in figures {
+        let vs = match m.system {
+            System::Kernel => "-".to_owned(),
+            _ => ratio_cell(Some(m.bytes_per_file), kernel),
+        };
+        out.push(format!(
+            "{:<4} {:<8} {:>9} {:>12.0}  {:>9}  {}",
+            Workload::W12.id(),
+            m.system.name(),
+            m.files,
+            m.bytes_per_file,
+            vs,
+            m.detail
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -15,22 +15,30 @@
 
 use std::fmt;
 
+use super::workloads::Workload;
+
 mod engine;
 #[cfg(test)]
 mod fake;
 pub mod fuse;
 mod kernel;
+mod peers;
 
 pub use engine::Engine;
 #[cfg(test)]
 pub use fake::Fake;
 pub use kernel::Kernel;
+pub use peers::{VfsMem, WasmerMem};
 
 /// Which system a figure was measured on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum System {
     /// Real system calls on tmpfs.
     Kernel,
+    /// A peer: the `vfs` crate's `MemoryFS`, in this process.
+    Vfs,
+    /// A peer: wasmer's `virtual-fs` `mem_fs`, in this process.
+    Wasmer,
     /// The scalevfs engine over memfs, in this process.
     Scalevfs,
     /// The scalevfs engine over memfs, served through FUSE from this process and used with
@@ -40,12 +48,20 @@ pub enum System {
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 3] = [System::Kernel, System::Scalevfs, System::Fuse];
+    pub const ALL: [System; 5] = [
+        System::Kernel,
+        System::Vfs,
+        System::Wasmer,
+        System::Scalevfs,
+        System::Fuse,
+    ];
 
     /// The name used in the table, the JSON records and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             System::Kernel => "kernel",
+            System::Vfs => "vfs",
+            System::Wasmer => "wasmer",
             System::Scalevfs => "scalevfs",
             System::Fuse => "fuse",
         }
@@ -56,7 +72,18 @@ impl System {
         System::ALL
             .into_iter()
             .find(|sys| sys.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown system {s:?} (expected kernel, scalevfs or fuse)"))
+            .ok_or_else(|| {
+                let names: Vec<_> = System::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown system {s:?} (expected one of {})",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// Whether this is one of the in-process peers.
+    pub fn is_peer(self) -> bool {
+        matches!(self, System::Vfs | System::Wasmer)
     }
 }
 
@@ -170,4 +197,21 @@ pub trait Target: Clone + Send + Sync + 'static {
 
     /// `open(p, O_RDONLY)`, one `read` into `buf`, `close`: returns what `read` returned.
     fn open_read_close(&self, p: &Self::Path, buf: &mut [u8]) -> OpResult<usize>;
+
+    /// `rename(2)`.
+    fn rename(&self, from: &Self::Path, to: &Self::Path) -> OpResult<()>;
+
+    /// `rmdir(2)`.
+    fn rmdir(&self, p: &Self::Path) -> OpResult<()>;
+
+    /// Opens the directory `p`, reads it to the end, and `fstatat`s every entry but `.` and
+    /// `..` relative to it; returns how many entries it stat'ed. Any failing call fails the
+    /// whole.
+    fn readdir_fstatat(&self, p: &Self::Path) -> OpResult<usize>;
+
+    /// Whether this system can run `w` (all can run every workload unless they say so).
+    fn supports(&self, w: Workload) -> bool {
+        let _ = w;
+        true
+    }
 }

@@ -29,11 +29,19 @@ pub enum Workload {
     /// Depth sweep: `fstatat(dirfd, p)` with 1, 4 and 16 components, 1- and 40-character names;
     /// `stat` of an absolute path of 20 components.
     W3,
+    /// fstree: each thread builds its own tree of directories of empty files, walks it with
+    /// `stat` of full paths, then with readdir + `fstatat`, then removes it.
+    W4,
     /// orc: loop `open` / `read(64 B)` / `close` over 254 small files in one directory.
     W7,
     /// create_unlink: loop create + unlink of a private name, in one shared directory and in
     /// private directories.
     W8,
+    /// rename: loop renaming a -> b -> a, in one shared directory, in private directories, and
+    /// between two shared directories.
+    W9,
+    /// memory: bytes per empty file with many files (not a timed loop; see `memory`).
+    W12,
 }
 
 /// What one counted operation is.
@@ -45,6 +53,8 @@ pub enum Unit {
     Pairs,
     /// One open, one read and one close.
     Triples,
+    /// Bytes of memory per empty file.
+    BytesPerFile,
 }
 
 impl Unit {
@@ -54,18 +64,22 @@ impl Unit {
             Unit::Ops => "ops",
             Unit::Pairs => "pairs",
             Unit::Triples => "triples",
+            Unit::BytesPerFile => "B/file",
         }
     }
 }
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 8] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
+        Workload::W4,
         Workload::W7,
         Workload::W8,
+        Workload::W9,
+        Workload::W12,
     ];
 
     /// The id, as in WORKLOADS.md.
@@ -74,8 +88,11 @@ impl Workload {
             Workload::W1 => "W1",
             Workload::W2 => "W2",
             Workload::W3 => "W3",
+            Workload::W4 => "W4",
             Workload::W7 => "W7",
             Workload::W8 => "W8",
+            Workload::W9 => "W9",
+            Workload::W12 => "W12",
         }
     }
 
@@ -85,8 +102,11 @@ impl Workload {
             Workload::W1 => "stat_same",
             Workload::W2 => "access_distinct",
             Workload::W3 => "depth sweep",
+            Workload::W4 => "fstree",
             Workload::W7 => "orc",
             Workload::W8 => "create_unlink",
+            Workload::W9 => "rename",
+            Workload::W12 => "memory",
         }
     }
 
@@ -95,6 +115,7 @@ impl Workload {
         match self {
             Workload::W7 => Unit::Triples,
             Workload::W8 => Unit::Pairs,
+            Workload::W12 => Unit::BytesPerFile,
             _ => Unit::Ops,
         }
     }
@@ -113,44 +134,120 @@ impl Workload {
             })
     }
 
-    /// Builds the tree on `t` and returns the cases, for up to `max_threads` threads.
-    pub fn cases<T: Target>(self, t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+    /// Whether this is a timed workload (one with [`Case`]s); W12 is measured by `memory`.
+    pub fn is_timed(self) -> bool {
+        self != Workload::W12
+    }
+
+    /// Builds the tree on `t` and returns the cases, for up to `max_threads` threads. A
+    /// workload that is not timed has none.
+    pub fn cases<T: Target>(
+        self,
+        t: &T,
+        max_threads: usize,
+        sizes: &Sizes,
+    ) -> Result<Vec<Case>, Error> {
         match self {
             Workload::W1 => stat_same(t),
             Workload::W2 => access_distinct(t, max_threads),
             Workload::W3 => depth_sweep(t),
+            Workload::W4 => fstree(t, max_threads, sizes),
             Workload::W7 => orc(t, max_threads),
             Workload::W8 => create_unlink(t, max_threads),
+            Workload::W9 => rename(t, max_threads),
+            Workload::W12 => Ok(Vec::new()),
         }
     }
+}
+
+/// The sizes of the workloads that do a fixed amount of work.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// W4: directories per thread.
+    pub fstree_dirs: usize,
+    /// W4: files per directory.
+    pub fstree_files: usize,
+    /// W12: files in the measured tree.
+    pub memory_files: usize,
+}
+
+impl Sizes {
+    /// WORKLOADS.md's sizes.
+    pub const FULL: Sizes = Sizes {
+        fstree_dirs: 200,
+        fstree_files: 1000,
+        memory_files: 1_000_000,
+    };
+    /// For `--quick`: a tenth of each dimension.
+    pub const QUICK: Sizes = Sizes {
+        fstree_dirs: 20,
+        fstree_files: 100,
+        memory_files: 100_000,
+    };
 }
 
 /// One thread's timed loop: `worker(n)` performs `n` operations and stops at the first failure.
 pub type Worker = Box<dyn FnMut(u64) -> Result<(), Error>>;
 
+/// One phase of one thread's fixed work: does all of it and returns how many operations that
+/// was, or stops at the first failure.
+pub type Phase = Box<dyn FnMut() -> Result<u64, Error>>;
+
 /// One variant of a workload on one target.
 pub struct Case {
     /// The variant's name, identical on every target.
     pub variant: String,
-    make: Box<dyn Fn(usize) -> Result<Worker, Error> + Send + Sync>,
+    /// How it runs.
+    pub kind: Kind,
+}
+
+/// How a case runs.
+pub enum Kind {
+    /// A timed loop: thread `i` runs `make(i)` for the run's duration.
+    Loop(Box<dyn Fn(usize) -> Result<Worker, Error> + Send + Sync>),
+    /// Fixed work in phases (W4): thread `i` runs each of `make(i)` in turn, all threads
+    /// starting a phase together; each phase is a figure of its own, named in `names`.
+    Phases {
+        /// The phases' names, in order; they are the figures' variants.
+        names: Vec<&'static str>,
+        /// Thread `i`'s phases, in the order of `names`.
+        make: Box<dyn Fn(usize) -> Result<Vec<Phase>, Error> + Send + Sync>,
+    },
 }
 
 impl Case {
-    /// A case whose thread `i` runs `make(i)`.
+    /// A timed-loop case whose thread `i` runs `make(i)`.
     pub fn new(
         variant: impl Into<String>,
         make: impl Fn(usize) -> Result<Worker, Error> + Send + Sync + 'static,
     ) -> Case {
         Case {
             variant: variant.into(),
-            make: Box::new(make),
+            kind: Kind::Loop(Box::new(make)),
         }
     }
 
-    /// Thread `i`'s worker. Called on that thread, outside the timed window; the worker has
-    /// already performed its operation once, successfully.
-    pub fn worker(&self, i: usize) -> Result<Worker, Error> {
-        (self.make)(i)
+    /// A fixed-work case whose thread `i` runs the phases `make(i)`, named `names`.
+    pub fn phased(
+        variant: impl Into<String>,
+        names: Vec<&'static str>,
+        make: impl Fn(usize) -> Result<Vec<Phase>, Error> + Send + Sync + 'static,
+    ) -> Case {
+        Case {
+            variant: variant.into(),
+            kind: Kind::Phases {
+                names,
+                make: Box::new(make),
+            },
+        }
+    }
+
+    /// The figures' variants: the case's own name for a loop, its phases' names otherwise.
+    pub fn figure_variants(&self) -> Vec<String> {
+        match &self.kind {
+            Kind::Loop(_) => vec![self.variant.clone()],
+            Kind::Phases { names, .. } => names.iter().map(|n| (*n).to_owned()).collect(),
+        }
     }
 }
 
@@ -282,6 +379,18 @@ fn orc_worker<T: Target>(t: &T, paths: Vec<T::Path>, start: usize) -> Result<Wor
     })
 }
 
+/// Loops `rename(a, b)`, `rename(b, a)`: one operation per rename. The file is at `a` or at
+/// `b`, wherever the last run left it.
+fn rename_worker<T: Target>(t: &T, a: T::Path, b: T::Path) -> Result<Worker, Error> {
+    let me = t.fork();
+    let mut forward = me.stat(&a).is_ok();
+    looped(move || {
+        let (from, to) = if forward { (&a, &b) } else { (&b, &a) };
+        forward = !forward;
+        me.rename(from, to).map_err(|e| failed("rename", from, e))
+    })
+}
+
 /// Loops create (`open(O_CREAT | O_EXCL | O_WRONLY, 0o644)` + `close`) and `unlink` of `p`.
 fn create_unlink_worker<T: Target>(t: &T, p: T::Path) -> Result<Worker, Error> {
     let me = t.fork();
@@ -407,6 +516,159 @@ fn create_unlink<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Erro
         let t = t.clone();
         cases.push(Case::new(variant, move |i| {
             create_unlink_worker(&t, nth(&paths, i)?)
+        }));
+    }
+    Ok(cases)
+}
+
+/// W4's phases, in order.
+const W4_PHASES: [&str; 4] = ["create", "walk-stat", "readdir-fstatat", "unlink"];
+
+/// One thread's W4 tree, its paths prepared: `w4/t<i>/d<j>/f<k>`.
+struct Tree<P> {
+    /// `w4/t<i>`.
+    root: P,
+    /// `w4/t<i>/d<j>`.
+    dirs: Vec<P>,
+    /// `w4/t<i>/d<j>/f<k>`, directory by directory.
+    files: Vec<P>,
+}
+
+impl<P> Tree<P> {
+    /// Directories and files: every phase touches each once.
+    fn ops(&self) -> u64 {
+        (self.dirs.len() + self.files.len()) as u64
+    }
+}
+
+/// W4: thread `i` owns `w4/t<i>`. Each run, every thread builds `dirs` directories of `files`
+/// empty files (`mkdir`, then create + close of each file), stats every directory and file by
+/// its absolute path, lists its root and every directory with readdir + `fstatat` of each
+/// entry, and removes it all (`unlink` of each file, `rmdir` of each directory). Each phase
+/// counts one operation per directory and one per file, and is timed on its own.
+fn fstree<T: Target>(t: &T, max_threads: usize, sizes: &Sizes) -> Result<Vec<Case>, Error> {
+    let (n_dirs, n_files) = (sizes.fstree_dirs, sizes.fstree_files);
+    for i in 0..max_threads {
+        mkdir_all(t, &format!("w4/t{i}"))?;
+    }
+    let t = t.clone();
+    Ok(vec![Case::phased("fstree", W4_PHASES.to_vec(), move |i| {
+        let me = t.fork();
+        let base = format!("w4/t{i}");
+        let mut tree = Tree {
+            root: me.path(&base),
+            dirs: Vec::with_capacity(n_dirs),
+            files: Vec::with_capacity(n_dirs * n_files),
+        };
+        for d in 0..n_dirs {
+            tree.dirs.push(me.path(&format!("{base}/d{d}")));
+            for f in 0..n_files {
+                tree.files.push(me.path(&format!("{base}/d{d}/f{f}")));
+            }
+        }
+        let tree = std::sync::Arc::new(tree);
+        let phase = |body: fn(&T, &Tree<T::Path>) -> Result<(), Error>| -> Phase {
+            let (me, tree) = (me.clone(), std::sync::Arc::clone(&tree));
+            Box::new(move || body(&me, &tree).map(|()| tree.ops()))
+        };
+        Ok(vec![
+            phase(fstree_create),
+            phase(fstree_walk),
+            phase(fstree_readdir),
+            phase(fstree_remove),
+        ])
+    })])
+}
+
+fn fstree_create<T: Target>(t: &T, tree: &Tree<T::Path>) -> Result<(), Error> {
+    let per_dir = tree.files.len() / tree.dirs.len().max(1);
+    for (d, dir) in tree.dirs.iter().enumerate() {
+        t.mkdir(dir, 0o755).map_err(|e| failed("mkdir", dir, e))?;
+        for p in &tree.files[d * per_dir..(d + 1) * per_dir] {
+            t.create_close(p, 0o644)
+                .map_err(|e| failed("create", p, e))?;
+        }
+    }
+    Ok(())
+}
+
+fn fstree_walk<T: Target>(t: &T, tree: &Tree<T::Path>) -> Result<(), Error> {
+    let per_dir = tree.files.len() / tree.dirs.len().max(1);
+    for (d, dir) in tree.dirs.iter().enumerate() {
+        match t.stat(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(m) => return Err(format!("{dir:?} has mode {:o}", m.mode).into()),
+            Err(e) => return Err(failed("stat", dir, e)),
+        }
+        for p in &tree.files[d * per_dir..(d + 1) * per_dir] {
+            match t.stat(p) {
+                Ok(m) if m.is_file() => black_box(m),
+                Ok(m) => return Err(format!("{p:?} has mode {:o}", m.mode).into()),
+                Err(e) => return Err(failed("stat", p, e)),
+            };
+        }
+    }
+    Ok(())
+}
+
+fn fstree_readdir<T: Target>(t: &T, tree: &Tree<T::Path>) -> Result<(), Error> {
+    let per_dir = tree.files.len() / tree.dirs.len().max(1);
+    let mut listed = t
+        .readdir_fstatat(&tree.root)
+        .map_err(|e| failed("readdir", &tree.root, e))?;
+    for dir in &tree.dirs {
+        let n = t
+            .readdir_fstatat(dir)
+            .map_err(|e| failed("readdir", dir, e))?;
+        if n != per_dir {
+            return Err(format!("readdir {dir:?}: {n} entries, expected {per_dir}").into());
+        }
+        listed += n;
+    }
+    match listed == tree.dirs.len() + tree.files.len() {
+        true => Ok(()),
+        false => Err(format!("readdir {:?}: {listed} entries in all", tree.root).into()),
+    }
+}
+
+fn fstree_remove<T: Target>(t: &T, tree: &Tree<T::Path>) -> Result<(), Error> {
+    let per_dir = tree.files.len() / tree.dirs.len().max(1);
+    for (d, dir) in tree.dirs.iter().enumerate() {
+        for p in &tree.files[d * per_dir..(d + 1) * per_dir] {
+            t.unlink(p).map_err(|e| failed("unlink", p, e))?;
+        }
+        t.rmdir(dir).map_err(|e| failed("rmdir", dir, e))?;
+    }
+    Ok(())
+}
+
+/// W9: thread `i` renames `w9s/a<i>` <-> `w9s/b<i>` (one shared directory), `w9p/t<i>/a` <->
+/// `w9p/t<i>/b` (a directory of its own), and `w9x/A/t<i>` <-> `w9x/B/t<i>` (across two
+/// directories that all threads share).
+fn rename<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
+    let mut shared = Vec::with_capacity(max_threads);
+    let mut private = Vec::with_capacity(max_threads);
+    let mut across = Vec::with_capacity(max_threads);
+    mkdir_all(t, "w9s")?;
+    mkdir_all(t, "w9x/A")?;
+    mkdir_all(t, "w9x/B")?;
+    for i in 0..max_threads {
+        mkdir_all(t, &format!("w9p/t{i}"))?;
+        for (list, a, b) in [
+            (&mut shared, format!("w9s/a{i}"), format!("w9s/b{i}")),
+            (&mut private, format!("w9p/t{i}/a"), format!("w9p/t{i}/b")),
+            (&mut across, format!("w9x/A/t{i}"), format!("w9x/B/t{i}")),
+        ] {
+            create_file(t, &a)?;
+            list.push((t.path(&a), t.path(&b)));
+        }
+    }
+    let mut cases = Vec::new();
+    for (variant, pairs) in [("shared", shared), ("private", private), ("across", across)] {
+        let t = t.clone();
+        cases.push(Case::new(variant, move |i| {
+            let (a, b) = nth(&pairs, i)?;
+            rename_worker(&t, a, b)
         }));
     }
     Ok(cases)

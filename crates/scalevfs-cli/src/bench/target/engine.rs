@@ -1,11 +1,15 @@
 //! scalevfs itself: a `Process` over a fresh memfs `Vfs`, one forked `Process` per thread.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use scalevfs::{AtFlags, Creds, Fd, OFlags, Process, Vfs};
 
 use super::{Access, Errno, Meta, OpResult, System, Target};
+
+/// Entries per `getdents` call: what glibc's 32 KiB `readdir` buffer holds of short names.
+const READDIR_BATCH: usize = 1024;
 
 /// The engine, acting as the caller's own uid and gid.
 #[derive(Clone)]
@@ -148,5 +152,35 @@ impl Target for Engine {
         let n = read.map_err(errno)?;
         closed.map_err(errno)?;
         Ok(n)
+    }
+
+    #[inline]
+    fn rename(&self, from: &PathBuf, to: &PathBuf) -> OpResult<()> {
+        self.proc.rename(from, to).map_err(errno)
+    }
+
+    fn rmdir(&self, p: &PathBuf) -> OpResult<()> {
+        self.proc.rmdir(p).map_err(errno)
+    }
+
+    fn readdir_fstatat(&self, p: &PathBuf) -> OpResult<usize> {
+        let dir = self.open_dir(p)?;
+        let mut n = 0;
+        loop {
+            let batch = self.proc.getdents(dir.fd, READDIR_BATCH).map_err(errno)?;
+            if batch.is_empty() {
+                return Ok(n);
+            }
+            for e in &batch {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let name = std::ffi::OsStr::from_bytes(&e.name);
+                self.proc
+                    .fstatat(dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(errno)?;
+                n += 1;
+            }
+        }
     }
 }

@@ -11,6 +11,7 @@ const ENOENT: Errno = Errno(2);
 const EIO: Errno = Errno(5);
 const ENOTDIR: Errno = Errno(20);
 const EISDIR: Errno = Errno(21);
+const ENOTEMPTY: Errno = Errno(39);
 const DIR: u32 = 0o040755;
 const FILE: u32 = 0o100644;
 
@@ -142,5 +143,38 @@ impl Target for Fake {
                 Ok(n)
             }
         }
+    }
+
+    fn rename(&self, from: &String, to: &String) -> OpResult<()> {
+        let mut e = self.entries()?;
+        let entry = e.remove(from.as_str()).ok_or(ENOENT)?;
+        e.insert(to.clone(), entry);
+        Ok(())
+    }
+
+    fn rmdir(&self, p: &String) -> OpResult<()> {
+        let mut e = self.entries()?;
+        let prefix = format!("{p}/");
+        match e.get(p.as_str()) {
+            None => Err(ENOENT),
+            Some(&(m, _)) if m != DIR => Err(ENOTDIR),
+            Some(_) if e.keys().any(|k| k.starts_with(&prefix)) => Err(ENOTEMPTY),
+            Some(_) => e.remove(p.as_str()).map(drop).ok_or(ENOENT),
+        }
+    }
+
+    fn readdir_fstatat(&self, p: &String) -> OpResult<usize> {
+        let prefix = format!("{p}/");
+        let names: Vec<String> = self
+            .entries()?
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|rest| !rest.contains('/'))
+            .map(str::to_owned)
+            .collect();
+        for name in &names {
+            self.fstatat(p, name)?;
+        }
+        Ok(names.len())
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rustix::fs::{AtFlags, Mode, OFlags};
 
+use super::super::workloads::Workload;
 use super::fuse::FuseMount;
 use super::{Access, Errno, Meta, OpResult, System, Target};
 use crate::bench::cleanup;
@@ -157,6 +158,12 @@ impl Target for Kernel {
         self.root.system
     }
 
+    /// Through FUSE (every call a round trip to this process, at a few thousand calls per
+    /// second), W4's trees would take minutes; W12 is the engine's memory, measured in-process.
+    fn supports(&self, w: Workload) -> bool {
+        self.root.system == System::Kernel || !matches!(w, Workload::W4 | Workload::W12)
+    }
+
     fn fork(&self) -> Self {
         self.clone()
     }
@@ -242,5 +249,30 @@ impl Target for Kernel {
         // Dropping the descriptor closes it.
         let fd = rustix::fs::open(p.as_c_str(), OFlags::RDONLY, Mode::empty()).map_err(errno)?;
         rustix::io::read(&fd, buf).map_err(errno)
+    }
+
+    #[inline]
+    fn rename(&self, from: &CString, to: &CString) -> OpResult<()> {
+        rustix::fs::rename(from.as_c_str(), to.as_c_str()).map_err(errno)
+    }
+
+    fn rmdir(&self, p: &CString) -> OpResult<()> {
+        rustix::fs::unlinkat(rustix::fs::CWD, p.as_c_str(), AtFlags::REMOVEDIR).map_err(errno)
+    }
+
+    fn readdir_fstatat(&self, p: &CString) -> OpResult<usize> {
+        let fd = self.open_dir(p)?;
+        let mut dir = rustix::fs::Dir::read_from(&fd).map_err(errno)?;
+        let mut n = 0;
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(errno)?;
+            let name = entry.file_name();
+            if name == c"." || name == c".." {
+                continue;
+            }
+            rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(errno)?;
+            n += 1;
+        }
+        Ok(n)
     }
 }
