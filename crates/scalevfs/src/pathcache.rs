@@ -44,7 +44,7 @@ const SLOTS: usize = 256;
 /// Longest path cached: any valid path (the copy is made once, on insertion).
 const MAX_PATH: usize = crate::types::limits::PATH_MAX;
 /// Ghost slots per thread: the tags of recent misses that were not admitted.
-const GHOSTS: usize = 1024;
+const GHOST_SLOTS: usize = 1024;
 
 /// What identifies a walk, beside the path.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -70,22 +70,18 @@ struct Entry {
     _start: DRef,
 }
 
-/// A thread's cache: the entries, and the ghosts of recent unadmitted misses.
-struct Table {
-    slots: Vec<Option<Entry>>,
-    ghosts: Box<[u32; GHOSTS]>,
-}
-
 thread_local! {
-    static TABLE: RefCell<Table> = RefCell::new(Table {
-        slots: (0..SLOTS).map(|_| None).collect(),
-        ghosts: Box::new([0; GHOSTS]),
-    });
+    static TABLE: RefCell<Vec<Option<Entry>>> = RefCell::new((0..SLOTS).map(|_| None).collect());
+    /// The tags of recent misses that were not admitted (see "Admission").
+    static GHOSTS: RefCell<[u32; GHOST_SLOTS]> = const { RefCell::new([0; GHOST_SLOTS]) };
 }
 
 /// `hash`'s ghost slot and tag: other bits than the slot index, and never 0 (an empty ghost).
 fn ghost(hash: u64) -> (usize, u32) {
-    (((hash >> 8) as usize) % GHOSTS, (hash >> 32) as u32 | 1)
+    (
+        ((hash >> 8) as usize) % GHOST_SLOTS,
+        (hash >> 32) as u32 | 1,
+    )
 }
 
 /// A cached walk's result: where it ended and the sequence count to validate against.
@@ -108,7 +104,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32
     TABLE
         .try_with(|t| {
             let t = t.borrow();
-            let e = t.slots[(hash as usize) % SLOTS].as_ref()?;
+            let e = t[(hash as usize) % SLOTS].as_ref()?;
             if e.hash != hash
                 || e.key != *key
                 || e.gen != gen
@@ -148,18 +144,19 @@ pub(crate) fn insert(
     if path.len() > MAX_PATH {
         return;
     }
-    let admitted = TABLE
-        .try_with(|t| {
-            let mut t = t.borrow_mut();
-            if t.slots[(hash as usize) % SLOTS].is_none() {
-                return true;
-            }
-            let (g, tag) = ghost(hash);
-            let seen = t.ghosts[g] == tag;
-            t.ghosts[g] = if seen { 0 } else { tag };
-            seen
-        })
-        .unwrap_or(false);
+    let occupied = TABLE
+        .try_with(|t| t.borrow()[(hash as usize) % SLOTS].is_some())
+        .unwrap_or(true);
+    let admitted = !occupied
+        || GHOSTS
+            .try_with(|g| {
+                let mut g = g.borrow_mut();
+                let (i, tag) = ghost(hash);
+                let seen = g[i] == tag;
+                g[i] = if seen { 0 } else { tag };
+                seen
+            })
+            .unwrap_or(false);
     if !admitted {
         return;
     }
@@ -182,7 +179,7 @@ pub(crate) fn insert(
         _start: sr,
     };
     let old = TABLE
-        .try_with(|t| t.borrow_mut().slots[(hash as usize) % SLOTS].replace(e))
+        .try_with(|t| t.borrow_mut()[(hash as usize) % SLOTS].replace(e))
         .ok()
         .flatten();
     // References are dropped outside the borrow: a drop may pin the epoch.
@@ -192,7 +189,7 @@ pub(crate) fn insert(
 /// Empties this thread's table (tests; and a way to release the references it holds).
 pub fn clear_thread_cache() {
     let old: Vec<_> = TABLE
-        .try_with(|t| t.borrow_mut().slots.iter_mut().map(|s| s.take()).collect())
+        .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
         .unwrap_or_default();
     drop(old);
 }

@@ -552,6 +552,20 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
         plan.runs,
         plan.run.as_millis(),
     );
+    let sz = &plan.sizes;
+    if plan.workloads.contains(&Workload::W4) {
+        println!(
+            "W4:       {} directories x {} files per thread, every phase timed on its own",
+            sz.fstree_dirs, sz.fstree_files
+        );
+    }
+    if plan.workloads.contains(&Workload::W12) {
+        println!(
+            "W12:      {} empty files, {} to a directory",
+            sz.memory_files,
+            memory::PER_DIR
+        );
+    }
     if let Some(k) = &systems.kernel {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         println!(
