@@ -157,29 +157,65 @@ fn now() -> Timespec {
 /// Several directory mutexes, locked in address order (seed 002: one global order, so two
 /// renames can never wait on each other in a cycle).
 struct DirLocks<'a> {
-    held: Vec<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>,
+    /// The held locks in address order, `n` of them; fixed slots, so that taking the locks
+    /// of a rename allocates nothing.
+    held: [Option<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>; MAX_LOCKED_DIRS],
+    n: usize,
 }
 
+/// The most directories one operation locks together: a rename's two parents and the
+/// directory it replaces.
+const MAX_LOCKED_DIRS: usize = 3;
+
 impl<'a> DirLocks<'a> {
+    /// Locks `dirs` (duplicates allowed) in address order.
     fn lock(dirs: &[&'a Mutex<DirState>]) -> DirLocks<'a> {
-        let mut v: Vec<&'a Mutex<DirState>> = dirs.to_vec();
-        v.sort_by_key(|m| *m as *const Mutex<DirState>);
-        v.dedup_by_key(|m| *m as *const Mutex<DirState>);
-        DirLocks {
-            held: v.into_iter().map(|m| (m as *const _, m.lock())).collect(),
+        assert!(
+            dirs.len() <= MAX_LOCKED_DIRS,
+            "too many directories to lock"
+        );
+        let mut order = [std::ptr::null::<Mutex<DirState>>(); MAX_LOCKED_DIRS];
+        for (slot, d) in order.iter_mut().zip(dirs) {
+            *slot = *d;
         }
+        let order = &mut order[..dirs.len()];
+        order.sort_unstable();
+        let mut locks = DirLocks {
+            held: [None, None, None],
+            n: 0,
+        };
+        for (k, &p) in order.iter().enumerate() {
+            if k > 0 && order[k - 1] == p {
+                continue;
+            }
+            let m = dirs
+                .iter()
+                .copied()
+                .find(|d| std::ptr::eq(*d, p))
+                .expect("a directory of the list");
+            locks.held[locks.n] = Some((p, m.lock()));
+            locks.n += 1;
+        }
+        locks
     }
 
     fn idx(&self, m: &Mutex<DirState>) -> usize {
-        self.held
+        self.held[..self.n]
             .iter()
-            .position(|(p, _)| std::ptr::eq(*p, m))
+            .position(|h| h.as_ref().is_some_and(|(p, _)| std::ptr::eq(*p, m)))
             .expect("directory not locked")
+    }
+
+    /// The state under a held slot's lock.
+    fn slot<'s>(
+        h: &'s mut Option<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>,
+    ) -> &'s mut DirState {
+        &mut h.as_mut().expect("a held slot").1
     }
 
     fn get(&mut self, m: &Mutex<DirState>) -> &mut DirState {
         let i = self.idx(m);
-        &mut self.held[i].1
+        Self::slot(&mut self.held[i])
     }
 
     /// Two states at once; `None` for the second when both are the same directory.
@@ -190,14 +226,14 @@ impl<'a> DirLocks<'a> {
     ) -> (&mut DirState, Option<&mut DirState>) {
         let (i, j) = (self.idx(a), self.idx(b));
         if i == j {
-            return (&mut self.held[i].1, None);
+            return (Self::slot(&mut self.held[i]), None);
         }
         if i < j {
             let (x, y) = self.held.split_at_mut(j);
-            (&mut x[i].1, Some(&mut y[0].1))
+            (Self::slot(&mut x[i]), Some(Self::slot(&mut y[0])))
         } else {
             let (x, y) = self.held.split_at_mut(i);
-            (&mut y[0].1, Some(&mut x[j].1))
+            (Self::slot(&mut y[0]), Some(Self::slot(&mut x[j])))
         }
     }
 }
@@ -1819,9 +1855,8 @@ impl Process {
             } else {
                 None
             };
-            let mut want = vec![d1m, d2m];
-            want.extend(victim_dir);
-            let mut locks = DirLocks::lock(&want);
+            // The victim's lock, or `d1m` again (a duplicate is locked once).
+            let mut locks = DirLocks::lock(&[d1m, d2m, victim_dir.unwrap_or(d1m)]);
             // Everything must be as peeked, or we start again.
             let same = |a: Option<&Dentry>, b: Option<&Dentry>| {
                 a.map(|x| x as *const Dentry) == b.map(|x| x as *const Dentry)

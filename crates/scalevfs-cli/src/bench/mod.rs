@@ -292,8 +292,8 @@ impl Systems {
         };
         type Built = Option<(System, Result<Vec<Case>, Error>)>;
         fn on<T: Target>(t: &Option<T>, w: Workload, plan: &Plan) -> Built {
-            let t = t.as_ref().filter(|t| t.supports(w))?;
-            Some((t.system(), w.cases(t, plan.max_threads(), &plan.sizes)))
+            let t = t.as_ref().filter(|t| t.supports(w))?.for_workload();
+            Some((t.system(), w.cases(&t, plan.max_threads(), &plan.sizes)))
         }
         build(on(&self.kernel, w, plan))?;
         build(on(&self.vfs, w, plan))?;

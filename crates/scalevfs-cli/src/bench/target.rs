@@ -209,6 +209,13 @@ pub trait Target: Clone + Send + Sync + 'static {
     /// whole.
     fn readdir_fstatat(&self, p: &Self::Path) -> OpResult<usize>;
 
+    /// The handle a workload builds its tree on. The same file system by default (workloads
+    /// use disjoint subtrees); a peer returns an empty file system of its own, so that a
+    /// peer's failure (a panic that poisons its lock) stays in the workload it happened in.
+    fn for_workload(&self) -> Self {
+        self.clone()
+    }
+
     /// Whether this system can run `w` (all can run every workload unless they say so).
     fn supports(&self, w: Workload) -> bool {
         let _ = w;

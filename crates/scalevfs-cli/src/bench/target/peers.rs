@@ -101,6 +101,10 @@ impl Target for VfsMem {
         System::Vfs
     }
 
+    fn for_workload(&self) -> Self {
+        VfsMem::new()
+    }
+
     fn supports(&self, w: Workload) -> bool {
         use Workload as W;
         matches!(w, W::W1 | W::W3 | W::W4 | W::W7 | W::W8 | W::W12)
@@ -237,6 +241,10 @@ impl Target for WasmerMem {
 
     fn system(&self) -> System {
         System::Wasmer
+    }
+
+    fn for_workload(&self) -> Self {
+        WasmerMem::new()
     }
 
     fn supports(&self, w: Workload) -> bool {
