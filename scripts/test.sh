@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: format and lint checks, the unit, integration, differential
 # (host tmpfs as oracle; needs root) and stress tests, the loom models, conformance
-# through the FUSE mount (pjdfstest, fsx; needs root and /dev/fuse), and a quick
-# benchmark run to keep `scalevfs bench` working. Usage: bash scripts/test.sh
+# through the FUSE mount (pjdfstest, fsx; needs root and /dev/fuse), the criterion
+# micro-benchmarks run once each, and a quick benchmark run (with its JSON and plot) to keep
+# `scalevfs bench` working. Usage: bash scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,5 +23,7 @@ echo "== loom models"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p scalevfs --lib loom
 echo "== conformance (pjdfstest, fsx, real programs through FUSE)"
 bash scripts/conformance.sh
+echo "== micro-benchmarks, each run once"
+cargo bench -p scalevfs --bench primitives -- --test
 echo "== bench --quick"
-cargo run --release -p scalevfs-cli -- bench --quick
+cargo run --release -p scalevfs-cli -- bench --quick --json target/bench-quick.json --plot target/bench-quick.svg
