@@ -311,3 +311,54 @@ fn reopen_path_descriptor() {
     assert_eq!(u.reopen(hu, OFlags::RDONLY), Err(Errno::EACCES));
     assert!(u.reopen(hu, OFlags::WRONLY).is_ok());
 }
+
+/// Walks the path cache holds must not outlive a change to a directory or symlink they pass
+/// through. Each path is stat'ed three times first, so that it is cached (a path is admitted
+/// on its second miss); no check mode here, so a stale cache answer is what `stat` returns.
+#[test]
+fn cached_walks_do_not_survive_changes_on_their_way() {
+    fn warm(p: &Process, path: &str) {
+        for _ in 0..3 {
+            p.stat(path).unwrap();
+        }
+    }
+    let p = root();
+    let u = p.fork();
+    u.set_creds(Creds::user(1000, 1000, vec![]));
+    p.create_dir_all("/a/b").unwrap();
+    p.write_file("/a/b/f", b"x").unwrap();
+
+    // Rename of a directory on the way.
+    warm(&p, "/a/b/f");
+    p.rename("/a", "/c").unwrap();
+    assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
+    warm(&p, "/c/b/f");
+
+    // Rename of the parent to another place, and a new directory in its old place.
+    p.mkdir("/d", 0o755).unwrap();
+    p.rename("/c/b", "/d/b").unwrap();
+    p.mkdir("/c/b", 0o755).unwrap();
+    assert_eq!(p.stat("/c/b/f"), Err(Errno::ENOENT));
+
+    // A symlink on the way, replaced by one to elsewhere.
+    p.create_dir_all("/e").unwrap();
+    p.write_file("/e/f", b"yy").unwrap();
+    p.symlink("d/b", "/l").unwrap();
+    warm(&p, "/l/f");
+    assert_eq!(p.stat("/l/f").unwrap().size, 1);
+    p.unlink("/l").unwrap();
+    p.symlink("e", "/l").unwrap();
+    assert_eq!(p.stat("/l/f").unwrap().size, 2);
+
+    // Search permission taken away from a directory on the way, for another user.
+    warm(&u, "/d/b/f");
+    p.chmod("/d", 0o700).unwrap();
+    assert_eq!(u.stat("/d/b/f"), Err(Errno::EACCES));
+
+    // Removal of a directory on the way, and a file in its place.
+    warm(&p, "/e/f");
+    p.unlink("/e/f").unwrap();
+    p.rmdir("/e").unwrap();
+    p.write_file("/e", b"").unwrap();
+    assert_eq!(p.stat("/e/f"), Err(Errno::ENOTDIR));
+}
