@@ -55,7 +55,8 @@ pub struct Layout {
     pub dentry: usize,
     /// An inode (one per file).
     pub inode: usize,
-    /// An inode's allocation: the inode with its `Arc` counts, rounded to its alignment.
+    /// An inode's allocation: the inode with its `Arc` counts (before the allocator's
+    /// rounding to a size class).
     pub inode_alloc: usize,
 }
 
