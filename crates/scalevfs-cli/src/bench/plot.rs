@@ -300,42 +300,38 @@ fn scale_chart<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let hi = bars.values().fold(threads as f64, f64::max) * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("Scaling: rate at {threads} threads / rate at 1 thread (dashed: ideal)"),
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(30)
-        .y_label_area_size(260)
-        .build_cartesian_2d(0.0..hi, group_axis(bars))?;
-    chart
-        .configure_mesh()
-        .y_labels(bars.groups.len() + 1)
-        .y_label_formatter(&|y| group_label(bars, *y))
-        .x_label_formatter(&|x| format!("{x:.1}x"))
-        .draw()?;
-    let n = bars.groups.len() as f64;
-    chart.draw_series(DashedLineSeries::new(
-        [(threads as f64, -0.5), (threads as f64, n - 0.5)],
-        6,
-        4,
-        BLACK.stroke_width(2),
-    ))?;
-    draw_bars(&mut chart, bars, 0.0)
+    let caption = format!("Scaling: rate at {threads} threads / rate at 1 thread (dashed: ideal)");
+    marked_chart(area, bars, &caption, threads as f64, 1.1, &|x| {
+        format!("{x:.1}x")
+    })
 }
 
 fn memory_chart<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, bars: &Bars) -> Res
 where
     DB::ErrorType: 'static,
 {
-    let hi = bars.values().fold(MEMORY_TARGET, f64::max) * 1.15;
+    let caption = "W12: bytes per empty file (dashed: the 256-byte target)";
+    marked_chart(area, bars, caption, MEMORY_TARGET, 1.15, &|x| {
+        format!("{x:.0}")
+    })
+}
+
+/// A bar chart on a linear axis from 0, with a dashed line at `mark` (an ideal or a target);
+/// the axis reaches `headroom` times the larger of `mark` and the longest bar.
+fn marked_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    bars: &Bars,
+    caption: &str,
+    mark: f64,
+    headroom: f64,
+    x_label: &dyn Fn(&f64) -> String,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    let hi = bars.values().fold(mark, f64::max) * headroom;
     let mut chart = ChartBuilder::on(area)
-        .caption(
-            "W12: bytes per empty file (dashed: the 256-byte target)",
-            ("sans-serif", 20),
-        )
+        .caption(caption, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(30)
         .y_label_area_size(260)
@@ -344,11 +340,11 @@ where
         .configure_mesh()
         .y_labels(bars.groups.len() + 1)
         .y_label_formatter(&|y| group_label(bars, *y))
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(x_label)
         .draw()?;
     let n = bars.groups.len() as f64;
     chart.draw_series(DashedLineSeries::new(
-        [(MEMORY_TARGET, -0.5), (MEMORY_TARGET, n - 0.5)],
+        [(mark, -0.5), (mark, n - 0.5)],
         6,
         4,
         BLACK.stroke_width(2),
