@@ -97,9 +97,14 @@ pub struct Vfs {
     pub(crate) mount_seq: SeqCount,
     next_mount_id: AtomicU64,
     check: AtomicBool,
-    /// In check mode: odd while a namespace change is in progress, bumped at its start and
-    /// end. Striped would not do: readers need one word to compare.
+    /// In check mode: bumped at the start and at the end of every namespace change.
+    /// Striped would not do: readers need one word to compare.
     changes: AtomicU64,
+    /// In check mode: how many namespace changes are in progress. A change ends (in its
+    /// caller) after it has released its directory locks, so a locked walk can see its
+    /// result before `changes` moves again; while any change is in progress, no
+    /// disagreement can be judged.
+    changes_active: AtomicU64,
     check_failures: StripedCounter,
 }
 
@@ -126,6 +131,7 @@ impl Vfs {
             next_mount_id: AtomicU64::new(2),
             check: AtomicBool::new(false),
             changes: AtomicU64::new(0),
+            changes_active: AtomicU64::new(0),
             check_failures: StripedCounter::default(),
         })
     }
@@ -174,23 +180,36 @@ impl Vfs {
         self.check.load(Relaxed)
     }
 
+    /// The number of namespace changes begun or ended so far, or `u64::MAX` while one is
+    /// in progress (which no later reading equals, so a comparison against it is excused).
     pub(crate) fn change_count(&self) -> u64 {
+        if self.changes_active.load(SeqCst) != 0 {
+            return u64::MAX;
+        }
         self.changes.load(SeqCst)
     }
 
     /// Brackets a namespace change for check mode.
     #[inline]
-    pub(crate) fn change_begin(&self) {
-        if self.check_mode() {
+    /// Returns whether it counted the change (check mode was on), to hand to
+    /// [`Vfs::change_end`], so that turning check mode on or off meanwhile cannot unbalance
+    /// the count of changes in progress.
+    #[must_use]
+    pub(crate) fn change_begin(&self) -> bool {
+        let counted = self.check_mode();
+        if counted {
+            self.changes_active.fetch_add(1, SeqCst);
             self.changes.fetch_add(1, SeqCst);
         }
+        counted
     }
 
     /// Ends what [`Vfs::change_begin`] began.
     #[inline]
-    pub(crate) fn change_end(&self) {
-        if self.check_mode() {
+    pub(crate) fn change_end(&self, counted: bool) {
+        if counted {
             self.changes.fetch_add(1, SeqCst);
+            self.changes_active.fetch_sub(1, SeqCst);
         }
     }
 

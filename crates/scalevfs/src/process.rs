@@ -137,6 +137,20 @@ impl<'g> Start<'g> {
     }
 }
 
+/// A `stat` result whose equality, for check mode's comparison of a fast walk with a locked
+/// one, is the identity of the object the walk found (device, inode number, file type): its
+/// other attributes may change between the two walks without any namespace change (a write
+/// changes the size and times), and both readings are right at their moments.
+#[derive(Debug)]
+struct StatOf(Stat);
+
+impl PartialEq for StatOf {
+    fn eq(&self, other: &StatOf) -> bool {
+        let (a, b) = (&self.0, &other.0);
+        a.dev == b.dev && a.ino == b.ino && a.mode & S_IFMT == b.mode & S_IFMT
+    }
+}
+
 /// Runs `op` fast, then locked if it asks to retry.
 fn retry<T>(mut op: impl FnMut(bool) -> std::result::Result<T, Fail>) -> Result<T> {
     match op(false) {
@@ -452,8 +466,11 @@ impl Process {
             parent: false,
         };
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, hash, wf.follow, |i, dev| Ok(i.stat(dev)))
+            Self::with_final(cx, start, path, hash, wf.follow, |i, dev| {
+                Ok(StatOf(i.stat(dev)))
+            })
         })
+        .map(|s| s.0)
     }
 
     /// Resolves `path` to the object it names and runs `f` on its inode and device inside
@@ -879,7 +896,7 @@ impl Process {
                     return Err(Errno::EPERM);
                 }
             }
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let r = (|| {
                 let mut st = dirm.lock();
                 if st.dead {
@@ -910,7 +927,7 @@ impl Process {
                 dir_inode.dir_changed(1, t);
                 Ok(())
             })();
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             r
         })
     }
@@ -1115,7 +1132,7 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let mut st = dirm.lock();
             let existing = if st.dead {
                 None
@@ -1125,7 +1142,7 @@ impl Process {
             if let Some(d) = existing {
                 if let Some(inode) = d.inode(cx.guard) {
                     drop(st);
-                    self.vfs.change_end();
+                    self.vfs.change_end(counted);
                     if flags.contains(OFlags::EXCL) {
                         return Err(Errno::EEXIST);
                     }
@@ -1182,7 +1199,7 @@ impl Process {
                 dir_inode.dir_changed(1, t);
                 Ok(OpenFile::new(parent.mnt, None, inode, flags))
             })();
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             return r;
         }
     }
@@ -1491,13 +1508,13 @@ impl Process {
                 (_, false) => return Err(Errno::EISDIR),
             };
             let dirm = Self::dir_of(&parent)?;
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let r = if rmdir {
                 self.do_rmdir(cx, &parent, dirm, &c)
             } else {
                 self.do_unlink(cx, &parent, dirm, &c, trailing)
             };
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             r
         })
     }
@@ -1688,7 +1705,7 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let r = (|| {
                 let mut st = dirm.lock();
                 if st.dead {
@@ -1720,7 +1737,7 @@ impl Process {
                 dir_inode.dir_changed(1, t);
                 Ok(())
             })();
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             r
         })
     }
@@ -1805,9 +1822,9 @@ impl Process {
                 });
             };
             check_len(&c1)?;
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let r = self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags);
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             r
         })
     }
@@ -2034,9 +2051,9 @@ impl Process {
         self.at(dirfd, path, |cx, start| {
             let p = Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
             let inode = p.d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
-            self.vfs.change_begin();
+            let counted = self.vfs.change_begin();
             let r = f(&inode, &p.mnt.fs, cx.creds);
-            self.vfs.change_end();
+            self.vfs.change_end(counted);
             r
         })
     }
