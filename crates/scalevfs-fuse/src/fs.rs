@@ -46,6 +46,14 @@ use crate::nodes::{NodeId, NodeTable, ObjKey};
 
 type R<T> = Result<T, fuser::Errno>;
 
+/// Answers a request that returns nothing: success, or the errno.
+fn reply_empty(reply: ReplyEmpty, r: R<()>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
 trait EngineResult<T> {
     /// The engine's errno as the kernel's.
     fn ex(self) -> R<T>;
@@ -501,24 +509,20 @@ impl Filesystem for ScaleFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _g = self.enter(req);
-        match self
-            .node(parent)
-            .and_then(|p| self.p.unlinkat(p, name, AtFlags::empty()).ex())
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(
+            reply,
+            self.node(parent)
+                .and_then(|p| self.p.unlinkat(p, name, AtFlags::empty()).ex()),
+        )
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _g = self.enter(req);
-        match self
-            .node(parent)
-            .and_then(|p| self.p.unlinkat(p, name, AtFlags::REMOVEDIR).ex())
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(
+            reply,
+            self.node(parent)
+                .and_then(|p| self.p.unlinkat(p, name, AtFlags::REMOVEDIR).ex()),
+        )
     }
 
     fn symlink(
@@ -554,10 +558,7 @@ impl Filesystem for ScaleFs {
                 .renameat2(p, name, np, newname, scalevfs::RenameFlags(flags.bits()))
                 .ex()
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(reply, r)
     }
 
     fn link(
@@ -657,10 +658,7 @@ impl Filesystem for ScaleFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.p.close(fh_fd(fh)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_empty(reply, self.p.close(fh_fd(fh)).ex())
     }
 
     fn fsync(
@@ -676,10 +674,7 @@ impl Filesystem for ScaleFs {
         } else {
             self.p.fsync(fh_fd(fh))
         };
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_empty(reply, r.ex())
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -772,10 +767,7 @@ impl Filesystem for ScaleFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        match self.p.close(fh_fd(fh)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        reply_empty(reply, self.p.close(fh_fd(fh)).ex())
     }
 
     fn fsyncdir(
@@ -808,13 +800,11 @@ impl Filesystem for ScaleFs {
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let _g = self.enter(req);
         let mode = scalevfs::Access(mask.bits() as u32);
-        match self
-            .node(ino)
-            .and_then(|fd| self.p.faccessat(fd, "", mode, AtFlags::EMPTY_PATH).ex())
-        {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(
+            reply,
+            self.node(ino)
+                .and_then(|fd| self.p.faccessat(fd, "", mode, AtFlags::EMPTY_PATH).ex()),
+        )
     }
 
     fn create(
@@ -866,10 +856,7 @@ impl Filesystem for ScaleFs {
         reply: ReplyEmpty,
     ) {
         let _g = self.enter(req);
-        match self.do_fallocate(fh_fd(fh), offset, length, mode) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(reply, self.do_fallocate(fh_fd(fh), offset, length, mode))
     }
 
     fn lseek(

@@ -5,9 +5,7 @@
 //! `--cache-sim=yes` its cache misses:
 //! `valgrind --tool=callgrind --cache-sim=yes target/release/examples/fstree 200 1000`.
 
-/// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod common;
 
 use std::os::unix::ffi::OsStrExt;
 use std::time::Instant;
@@ -74,9 +72,12 @@ fn phase_remove(p: &Process, t: &Tree) {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let dirs: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let per_dir: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let num = |i, default| {
+        common::arg(i)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let (dirs, per_dir): (usize, usize) = (num(1, 200), num(2, 1000));
     let p = Vfs::new_memfs().process(Creds::root());
     p.mkdir("/w4", 0o755).expect("mkdir");
     let mut t = Tree {

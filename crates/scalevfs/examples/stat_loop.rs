@@ -2,19 +2,13 @@
 //! `valgrind --tool=callgrind target/release/examples/stat_loop 100000 /wis/a/b/c/file`
 //! (instructions per stat = total / N, minus the set-up counted with N = 0).
 
-/// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod common;
 
 use scalevfs::{Creds, Vfs};
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let n: u64 = args
-        .next()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000_000);
-    let path = args.next().unwrap_or_else(|| "/wis/a/b/c/file".into());
+    let n = common::count();
+    let path = common::arg(2).unwrap_or_else(|| "/wis/a/b/c/file".into());
     let p = Vfs::new_memfs().process(Creds::root());
     let dir = std::path::Path::new(&path)
         .parent()

@@ -182,32 +182,25 @@ struct DirLocks<'a> {
 const MAX_LOCKED_DIRS: usize = 3;
 
 impl<'a> DirLocks<'a> {
-    /// Locks `dirs` (duplicates allowed) in address order.
+    /// Locks `dirs` (at least one; duplicates allowed) in address order.
     fn lock(dirs: &[&'a Mutex<DirState>]) -> DirLocks<'a> {
         assert!(
-            dirs.len() <= MAX_LOCKED_DIRS,
-            "too many directories to lock"
+            !dirs.is_empty() && dirs.len() <= MAX_LOCKED_DIRS,
+            "1 to {MAX_LOCKED_DIRS} directories to lock"
         );
-        let mut order = [std::ptr::null::<Mutex<DirState>>(); MAX_LOCKED_DIRS];
-        for (slot, d) in order.iter_mut().zip(dirs) {
-            *slot = *d;
-        }
+        let mut order = [dirs[0]; MAX_LOCKED_DIRS];
+        order[..dirs.len()].copy_from_slice(dirs);
         let order = &mut order[..dirs.len()];
-        order.sort_unstable();
+        order.sort_unstable_by_key(|m| *m as *const Mutex<DirState>);
         let mut locks = DirLocks {
             held: [None, None, None],
             n: 0,
         };
-        for (k, &p) in order.iter().enumerate() {
-            if k > 0 && order[k - 1] == p {
+        for (k, &m) in order.iter().enumerate() {
+            if k > 0 && std::ptr::eq(order[k - 1], m) {
                 continue;
             }
-            let m = dirs
-                .iter()
-                .copied()
-                .find(|d| std::ptr::eq(*d, p))
-                .expect("a directory of the list");
-            locks.held[locks.n] = Some((p, m.lock()));
+            locks.held[locks.n] = Some((m as *const _, m.lock()));
             locks.n += 1;
         }
         locks

@@ -1,0 +1,63 @@
+//! What the loop examples share: the allocator, the arguments, and running a fixed number of
+//! operations on N threads, each with its own forked `Process`.
+// Each example uses the part it needs.
+#![allow(dead_code)]
+
+use scalevfs::Process;
+
+/// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The operation count: the first argument, 1,000,000 by default.
+pub fn count() -> u64 {
+    arg(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000)
+}
+
+/// The thread count: the second argument, 1 by default.
+pub fn threads() -> usize {
+    arg(2).and_then(|s| s.parse().ok()).unwrap_or(1)
+}
+
+/// The `i`-th command-line argument.
+pub fn arg(i: usize) -> Option<String> {
+    std::env::args().nth(i)
+}
+
+/// Runs `op(p, &state, k)` for k in 0..n on each of `threads` threads, each on a fork of `p`
+/// whose `state` comes from `setup(p, i)`; all start together after their set-up. Prints the
+/// rate of `what` (none when n is 0: that run measures the set-up alone, for callgrind).
+pub fn run_threads<S>(
+    p: &Process,
+    n: u64,
+    threads: usize,
+    what: &str,
+    setup: impl Fn(&Process, usize) -> S + Sync,
+    op: impl Fn(&Process, &S, u64) + Sync,
+) {
+    let barrier = std::sync::Barrier::new(threads + 1);
+    let mut start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for i in 0..threads {
+            let p = p.fork();
+            let (barrier, setup, op) = (&barrier, &setup, &op);
+            s.spawn(move || {
+                let state = setup(&p, i);
+                barrier.wait();
+                for k in 0..n {
+                    op(&p, &state, k);
+                }
+            });
+        }
+        barrier.wait();
+        start = std::time::Instant::now();
+    });
+    if n > 0 {
+        let el = start.elapsed().as_secs_f64();
+        println!(
+            "{threads} threads x {n} {what}: {:.2}M/s total, {:.1} ns per thread",
+            (n * threads as u64) as f64 / el / 1e6,
+            el * 1e9 / n as f64
+        );
+    }
+}
