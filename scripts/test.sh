@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: format and lint checks, the unit, integration, differential
-# (host tmpfs as oracle; needs root) and stress tests, the loom models, conformance
-# through the FUSE mount (pjdfstest, fsx; needs root and /dev/fuse), the criterion
-# micro-benchmarks run once each, and a quick benchmark run (with its JSON and plot) to keep
-# `scalevfs bench` working. Usage: bash scripts/test.sh
+# (host tmpfs as oracle; needs root), race and stress tests, the loom models, Miri on the
+# engine's unit tests, conformance through the FUSE mount (pjdfstest, fsx; needs root and
+# /dev/fuse), the criterion micro-benchmarks run once each, and a quick benchmark run (with
+# its JSON and plot) to keep `scalevfs bench` working. Usage: bash scripts/test.sh
+#
+# Environment: CARGO_TARGET_DIR is honoured; SCALEVFS_RACE_SECS sets how long each race
+# test of crates/scalevfs/tests/races.rs runs (2 s by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
 
 if ! command -v cargo >/dev/null; then
     echo "cargo not found: install Rust (https://rustup.rs) first" >&2
@@ -20,10 +24,15 @@ cargo clippy --all-targets -- -D warnings
 echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
 echo "== loom models"
-RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p scalevfs --lib loom
+# crossbeam_loom puts crossbeam-epoch on loom too (see crates/scalevfs/Cargo.toml).
+RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR="$target/loom" \
+    cargo test --release -p scalevfs --lib loom
+echo "== miri (Tree Borrows) on the engine's unit tests"
+bash scripts/miri.sh
 echo "== conformance (pjdfstest, fsx, real programs through FUSE)"
 bash scripts/conformance.sh
 echo "== micro-benchmarks, each run once"
 cargo bench -p scalevfs --bench primitives -- --test
 echo "== bench --quick"
-cargo run --release -p scalevfs-cli -- bench --quick --json target/bench-quick.json --plot target/bench-quick.svg
+cargo run --release -p scalevfs-cli -- bench --quick --json "$target/bench-quick.json" \
+    --plot "$target/bench-quick.svg"

@@ -14,12 +14,11 @@ use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
 use crate::mount::{Mount, MountRef};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Mutex};
 use crate::types::{Fd, OFlags};
 use crossbeam_epoch::{Atomic, Guard, Owned};
-use parking_lot::Mutex;
 use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32};
 use std::sync::Arc;
 
 /// A mount and a dentry in it, held with references (a working directory, a root, an
@@ -324,5 +323,77 @@ impl Drop for FdTable {
             let old = self.slots.swap(crossbeam_epoch::Shared::null(), AcqRel, &g);
             g.defer_destroy(old);
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::memfs::{MemFs, MemFsOptions};
+    use crate::types::mode::S_IFREG;
+    use crate::types::Timespec;
+    use loom::thread;
+
+    /// A mount (not a namespace root, so its users are counted) and a file in it.
+    fn setup() -> (Arc<Mount>, Arc<Inode>) {
+        let fs = MemFs::new(MemFsOptions {
+            hash_buckets: 1,
+            ..Default::default()
+        });
+        let base = Arc::new(Mount::new(1, fs.clone(), fs.root().clone(), None));
+        let m = Arc::new(Mount::new(
+            2,
+            fs.clone(),
+            fs.root().clone(),
+            Some((base, fs.root().clone())),
+        ));
+        let i = fs
+            .new_inode(S_IFREG | 0o644, 0, 0, 0, None, Timespec::default())
+            .unwrap();
+        (m, i)
+    }
+
+    /// One thread installs a description and closes it; another looks it up, reads it and
+    /// `dup2`s it to another number. A lookup either fails or sees the whole description;
+    /// the mount's user count is exactly the number of descriptions still installed.
+    #[test]
+    fn fd_table_install_close_lookup() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(|| {
+            let (m, inode) = setup();
+            let t = Arc::new(FdTable::default());
+            let w = {
+                let (t, m, inode) = (t.clone(), m.clone(), inode.clone());
+                thread::spawn(move || {
+                    let of = OpenFile::new(&m, None, inode, OFlags::RDONLY);
+                    let fd = t.insert(Arc::new(of)).unwrap();
+                    assert_eq!(fd, Fd(0));
+                    t.remove(fd).unwrap();
+                })
+            };
+            let duped = {
+                let g = crossbeam_epoch::pin();
+                match t.get_ref(Fd(0), &g) {
+                    Ok(f) => {
+                        assert_eq!(f.inode.ino, inode.ino, "a lookup saw another description");
+                        assert_eq!(f.flags, OFlags::RDONLY);
+                    }
+                    Err(e) => assert_eq!(e, Errno::EBADF),
+                }
+                drop(g);
+                t.dup2(Fd(0), Fd(1)).is_ok()
+            };
+            w.join().unwrap();
+            assert_eq!(m.users.sum(), i64::from(duped), "users counted wrong");
+            if duped {
+                t.remove(Fd(1)).unwrap();
+                assert_eq!(m.users.sum(), 0);
+            }
+            assert_eq!(t.get(Fd(0)).err(), Some(Errno::EBADF));
+            // Descriptions retired to the epoch are freed when loom tears the execution
+            // down; the file system must not be torn down then (it would pin again).
+            std::mem::forget(m);
+        });
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! # Attributes
 //! Every attribute a `stat` returns is an atomic field. Writers hold [`Inode::attr_lock`]
-//! and wrap their stores in the inode's [`SeqCount`]; [`Inode::stat`] reads the fields with
+//! and wrap their stores in the inode's [`SeqCount32`]; [`Inode::stat`] reads the fields with
 //! relaxed loads and retries until the count is stable, so `stat` inside the lockless walk
 //! takes no lock and writes nothing.
 //!
@@ -27,13 +27,13 @@
 
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
-use crate::sync::SeqCount;
+use crate::sync::effects::effect;
+use crate::sync::{AtomicI64, AtomicU32, AtomicU64, SeqCount32};
 use crate::types::{mode::*, Access, Creds, FileType, Stat, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
 /// Size of a data page.
 pub const PAGE: usize = 4096;
@@ -44,13 +44,18 @@ pub const DIRENT_SIZE: u64 = 20;
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 /// One timestamp as two atomics.
-#[derive(Default)]
 struct ATime {
     sec: AtomicI64,
     nsec: AtomicU32,
 }
 
 impl ATime {
+    fn new() -> ATime {
+        ATime {
+            sec: AtomicI64::new(0),
+            nsec: AtomicU32::new(0),
+        }
+    }
     fn load(&self) -> Timespec {
         Timespec {
             sec: self.sec.load(Relaxed),
@@ -204,7 +209,7 @@ pub struct Inode {
     pub contents: Contents,
     /// Serializes attribute writers (and so the writers of `seq`).
     attr_lock: Mutex<()>,
-    seq: SeqCount,
+    seq: SeqCount32,
     /// Inode number, unique within its file system for the inode's life.
     pub ino: u64,
     mode: AtomicU32,
@@ -291,16 +296,16 @@ impl Inode {
         let i = Inode {
             ino,
             rdev,
-            seq: SeqCount::new(),
-            mode: mode.into(),
-            uid: uid.into(),
-            gid: gid.into(),
-            nlink: nlink.into(),
-            size: size.into(),
-            blocks: 0.into(),
-            atime: ATime::default(),
-            mtime: ATime::default(),
-            ctime: ATime::default(),
+            seq: SeqCount32::new(),
+            mode: AtomicU32::new(mode),
+            uid: AtomicU32::new(uid),
+            gid: AtomicU32::new(gid),
+            nlink: AtomicU32::new(nlink),
+            size: AtomicU64::new(size),
+            blocks: AtomicU64::new(0),
+            atime: ATime::new(),
+            mtime: ATime::new(),
+            ctime: ATime::new(),
             attr_lock: Mutex::new(()),
             contents,
         };
@@ -410,6 +415,15 @@ impl Inode {
 
     /// Applies `u`; the caller holds the attribute lock.
     fn update_locked(&self, u: &AttrUpdate) {
+        if u.perm.is_some() || u.uid.is_some() || u.gid.is_some() {
+            // Who may search, read or write changes: check mode must know.
+            effect(|| self.apply(u));
+        } else {
+            self.apply(u);
+        }
+    }
+
+    fn apply(&self, u: &AttrUpdate) {
         self.seq.write_begin();
         if let Some(p) = u.perm {
             let m = self.mode.load(Relaxed);
@@ -552,7 +566,7 @@ impl std::fmt::Debug for Inode {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod layout_tests {
     use super::*;
     use std::mem::{offset_of, size_of};

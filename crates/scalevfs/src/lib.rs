@@ -73,38 +73,26 @@ pub fn layout() -> Layout {
 }
 
 use crossbeam_epoch::{Atomic, Owned};
-use crossbeam_utils::CachePadded;
-use mount::{Mount, MountTable};
-use parking_lot::Mutex;
-use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use mount::{Mount, MountSync, MountTable};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
-use sync::{SeqCount, StripedCounter};
+use sync::StripedCounter;
 
 /// A namespace: the mount tree and its shared state.
+///
+/// What protects each field: `mounts` is replaced under `mount_sync.lock` inside a write
+/// section of `mount_sync.seq`, and read under an epoch guard; `check` is atomic.
 pub struct Vfs {
     /// Unique among all namespaces of the process (a key of the path cache).
     pub(crate) id: u64,
-    /// The namespace generation; see `pathcache`. Bumped before and after every change
-    /// that can alter how an existing path resolves through directories or symlinks.
-    ns_gen: CachePadded<AtomicU64>,
     root_mnt: Arc<Mount>,
     /// The mount table snapshot; see `mount`.
     pub(crate) mounts: Atomic<MountTable>,
-    /// Serializes mount table writers.
-    mount_lock: Mutex<()>,
-    /// Bumped around every mount table change; validates lockless crossings.
-    pub(crate) mount_seq: SeqCount,
+    /// The mount table's lock and sequence counter (the umount handshake; see `mount`).
+    pub(crate) mount_sync: MountSync,
     next_mount_id: AtomicU64,
     check: AtomicBool,
-    /// In check mode: bumped at the start and at the end of every namespace change.
-    /// Striped would not do: readers need one word to compare.
-    changes: AtomicU64,
-    /// In check mode: how many namespace changes are in progress. A change ends (in its
-    /// caller) after it has released its directory locks, so a locked walk can see its
-    /// result before `changes` moves again; while any change is in progress, no
-    /// disagreement can be judged.
-    changes_active: AtomicU64,
     check_failures: StripedCounter,
 }
 
@@ -112,26 +100,15 @@ impl Vfs {
     /// A namespace whose root is `fs`.
     pub fn new(fs: Arc<MemFs>) -> Arc<Vfs> {
         let root = fs.root().clone();
-        let root_mnt = Arc::new(Mount {
-            id: 1,
-            fs,
-            root,
-            parent: None,
-            users: StripedCounter::default(),
-            detached: Default::default(),
-        });
-        static NEXT_VFS: AtomicU64 = AtomicU64::new(1);
+        let root_mnt = Arc::new(Mount::new(1, fs, root, None));
+        static NEXT_VFS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Arc::new(Vfs {
             id: NEXT_VFS.fetch_add(1, Relaxed),
-            ns_gen: CachePadded::new(AtomicU64::new(0)),
             root_mnt,
             mounts: Atomic::new(MountTable::default()),
-            mount_lock: Mutex::new(()),
-            mount_seq: SeqCount::new(),
+            mount_sync: MountSync::new(),
             next_mount_id: AtomicU64::new(2),
             check: AtomicBool::new(false),
-            changes: AtomicU64::new(0),
-            changes_active: AtomicU64::new(0),
             check_failures: StripedCounter::default(),
         })
     }
@@ -147,70 +124,17 @@ impl Vfs {
         Process::new(self.clone(), creds)
     }
 
-    /// The namespace generation, read before using or filling the path cache.
-    #[inline]
-    pub(crate) fn ns_gen(&self) -> u64 {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        self.ns_gen.load(Acquire)
-    }
-
-    /// Runs a change that can alter how existing paths resolve (see `pathcache`),
-    /// bracketed by generation bumps so no cached walk survives it.
-    pub(crate) fn ns_change<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.ns_gen.fetch_add(1, SeqCst);
-        let r = f();
-        self.ns_gen.fetch_add(1, SeqCst);
-        r
-    }
-
-    /// Like [`Vfs::ns_change`], for code with several exits: bumps now and when dropped.
-    pub(crate) fn ns_guard(&self) -> NsChange<'_> {
-        self.ns_gen.fetch_add(1, SeqCst);
-        NsChange(self)
-    }
-
-    /// Check mode: every lockless walk is repeated by the locked walk and the two must
-    /// agree (a disagreement panics). Slow; for tests.
+    /// Check mode: every lockless walk and every path-cache answer is repeated by the
+    /// locked walk and the two must agree (a disagreement panics). Slow; for tests.
     pub fn set_check_mode(&self, on: bool) {
-        self.check.store(on, SeqCst);
+        if self.check.swap(on, SeqCst) != on {
+            sync::effects::enable(on);
+        }
     }
 
     #[inline]
     pub(crate) fn check_mode(&self) -> bool {
         self.check.load(Relaxed)
-    }
-
-    /// The number of namespace changes begun or ended so far, or `u64::MAX` while one is
-    /// in progress (which no later reading equals, so a comparison against it is excused).
-    pub(crate) fn change_count(&self) -> u64 {
-        if self.changes_active.load(SeqCst) != 0 {
-            return u64::MAX;
-        }
-        self.changes.load(SeqCst)
-    }
-
-    /// Brackets a namespace change for check mode.
-    #[inline]
-    /// Returns whether it counted the change (check mode was on), to hand to
-    /// [`Vfs::change_end`], so that turning check mode on or off meanwhile cannot unbalance
-    /// the count of changes in progress.
-    #[must_use]
-    pub(crate) fn change_begin(&self) -> bool {
-        let counted = self.check_mode();
-        if counted {
-            self.changes_active.fetch_add(1, SeqCst);
-            self.changes.fetch_add(1, SeqCst);
-        }
-        counted
-    }
-
-    /// Ends what [`Vfs::change_begin`] began.
-    #[inline]
-    pub(crate) fn change_end(&self, counted: bool) {
-        if counted {
-            self.changes.fetch_add(1, SeqCst);
-            self.changes_active.fetch_sub(1, SeqCst);
-        }
     }
 
     pub(crate) fn record_check_failure(&self) {
@@ -226,8 +150,12 @@ impl Vfs {
         &self.root_mnt
     }
 
-    pub(crate) fn lock_mounts(&self) -> parking_lot::MutexGuard<'_, ()> {
-        self.mount_lock.lock()
+    pub(crate) fn lock_mounts(&self) -> sync::MutexGuard<'_, ()> {
+        self.mount_sync.lock.lock()
+    }
+
+    pub(crate) fn mount_seq(&self) -> &sync::SeqCount {
+        &self.mount_sync.seq
     }
 
     pub(crate) fn next_mount_id(&self) -> u64 {
@@ -235,7 +163,7 @@ impl Vfs {
     }
 
     /// Replaces the mount table; the caller holds the mount lock and is inside a
-    /// `mount_seq` write section.
+    /// mount sequence write section.
     pub(crate) fn publish_mounts(&self, t: MountTable, guard: &crossbeam_epoch::Guard) {
         let old = self.mounts.swap(Owned::new(t), SeqCst, guard);
         // SAFETY: the old table is unreachable now; readers that loaded it hold guards.
@@ -253,17 +181,9 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// An open namespace change; see [`Vfs::ns_guard`].
-pub(crate) struct NsChange<'a>(&'a Vfs);
-
-impl Drop for NsChange<'_> {
-    fn drop(&mut self) {
-        self.0.ns_gen.fetch_add(1, SeqCst);
-    }
-}
-
 impl Drop for Vfs {
     fn drop(&mut self) {
+        self.set_check_mode(false);
         // SAFETY: no reader remains: every Process holds an Arc<Vfs>.
         unsafe {
             let g = crossbeam_epoch::unprotected();

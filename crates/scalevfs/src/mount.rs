@@ -10,17 +10,32 @@
 //! period. A dentry with a mount on it carries the `MOUNTED` flag, so the walk looks in the
 //! table only there.
 //!
-//! # Busy counting
-//! `users` counts open files, working directories and roots inside the mount, on striped
-//! lines. `umount` bumps the mount sequence counter (a `SeqCst` RMW) before it sums
-//! `users`; a holder increments `users` (then a `SeqCst` fence) before it validates the
-//! counter. So either `umount` sees the holder, or the holder sees the changed counter and
-//! backs off.
+//! # Busy counting: the umount handshake
+//! `users` counts open files, working directories and roots inside the mount, and every
+//! operation in progress there (a [`MountHold`]), on striped lines. `umount`, under the
+//! mount lock, opens a write section of the mount sequence counter, runs a `SeqCst` fence
+//! and sums `users` ([`Mount::detach_if_unused`]); a holder increments `users`, runs a
+//! `SeqCst` fence and reads the counter ([`Mount::confirm`]). One of the two fences comes
+//! first, so either `umount` sees the holder, or the holder sees the counter moved. A
+//! holder whose walk was lockless then backs off (the walk itself may be stale). A holder
+//! whose walk was locked asks, under the mount lock, whether its mount was detached (like
+//! Linux `legitimize_mnt`): only then does it back off and walk again, so mount churn
+//! elsewhere never sends it round again.
+//!
+//! # Lock order
+//! ```text
+//! Vfs mount lock
+//!   directory mutexes (mount: the mount point's parent and itself, against rmdir/rename)
+//! ```
+//!
+//! Fields outside a lock: `detached` is written and read under the mount lock; `users` is
+//! atomic (see above).
 
 use crate::dentry::DRef;
 use crate::memfs::MemFs;
-use crate::sync::StripedCounter;
+use crate::sync::{fence, AtomicBool, Mutex, SeqCount, StripedCounter};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 
 /// A mounted file system.
@@ -35,15 +50,126 @@ pub struct Mount {
     pub parent: Option<(Arc<Mount>, DRef)>,
     /// Open files, working directories and roots inside this mount.
     pub users: StripedCounter,
-    /// Set by `umount`: per-thread handles to it are dropped when next seen.
-    pub detached: std::sync::atomic::AtomicBool,
+    /// Set by `umount` (under the mount lock): the mount is out of the table for good, and
+    /// per-thread handles to it are dropped when next seen.
+    pub detached: AtomicBool,
+}
+
+/// The mount table's lock and sequence counter: what the umount handshake runs on.
+pub struct MountSync {
+    /// Bumped around every change of the mount table; the lockless walk validates its
+    /// mount crossings against it.
+    pub seq: SeqCount,
+    /// Serializes changes of the mount table (and `detached`).
+    pub lock: Mutex<()>,
+}
+
+impl MountSync {
+    /// No mount change yet.
+    pub fn new() -> MountSync {
+        MountSync {
+            seq: SeqCount::new(),
+            lock: Mutex::new(()),
+        }
+    }
+}
+
+impl Default for MountSync {
+    fn default() -> Self {
+        MountSync::new()
+    }
 }
 
 impl Mount {
+    /// A mount of `fs` rooted at `root`, sitting on `parent` (none for a namespace's root).
+    pub fn new(id: u64, fs: Arc<MemFs>, root: DRef, parent: Option<(Arc<Mount>, DRef)>) -> Mount {
+        Mount {
+            id,
+            fs,
+            root,
+            parent,
+            users: StripedCounter::default(),
+            detached: AtomicBool::new(false),
+        }
+    }
+
     /// The device number of this mount.
     #[inline]
     pub fn dev(&self) -> u64 {
         self.fs.dev
+    }
+
+    /// The holder's half of the umount handshake: the caller already counts in `users`
+    /// (a hold, an open file, a working directory) and learns whether the mount it found is
+    /// still attached. `start` is the mount sequence sampled when its walk began; `locked`
+    /// says what walk it was (see the module docs). `false`: give up the count and walk
+    /// again.
+    pub fn confirm(&self, sync: &MountSync, start: u64, locked: bool) -> bool {
+        // Orders the caller's count before the sequence read; umount's fence is the other
+        // half.
+        fence(SeqCst);
+        // An odd start was sampled inside a mount change: as good as moved.
+        if start & 1 == 0 && !sync.seq.read_retry(start) {
+            return true;
+        }
+        if !locked {
+            return false;
+        }
+        let _l = sync.lock.lock();
+        !self.detached.load(Relaxed)
+    }
+
+    /// Counts an operation in progress in this mount, then confirms it (see
+    /// [`Mount::confirm`]); `None`: walk again. The root mount of a namespace is never
+    /// unmounted, so holding it costs nothing.
+    #[inline]
+    pub fn hold<'a>(
+        self: &'a Arc<Mount>,
+        sync: &MountSync,
+        start: u64,
+        locked: bool,
+    ) -> Option<MountHold<'a>> {
+        if self.parent.is_none() {
+            return Some(MountHold(None));
+        }
+        self.hold_counted(sync, start, locked)
+    }
+
+    #[inline(never)]
+    fn hold_counted<'a>(
+        self: &'a Arc<Mount>,
+        sync: &MountSync,
+        start: u64,
+        locked: bool,
+    ) -> Option<MountHold<'a>> {
+        self.users.add(1);
+        let h = MountHold(Some(self));
+        self.confirm(sync, start, locked).then_some(h)
+    }
+
+    /// umount's half of the handshake: detaches the mount unless something counts as its
+    /// user. The caller holds the mount lock and is inside a write section of the mount
+    /// sequence.
+    pub fn detach_if_unused(&self) -> bool {
+        fence(SeqCst);
+        if self.users.sum() != 0 {
+            return false;
+        }
+        self.detached.store(true, Relaxed);
+        true
+    }
+}
+
+/// An operation in progress in a mount, counted as one of its users until dropped (so
+/// `umount` says `EBUSY` meanwhile); see [`Mount::hold`].
+pub struct MountHold<'a>(Option<&'a Mount>);
+
+impl Drop for MountHold<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(m) = self.0 {
+            m.users.add(-1);
+        }
     }
 }
 
@@ -69,9 +195,16 @@ pub struct MountHandle {
 
 impl MountRef {
     /// A reference to `m` through this thread's handle.
+    #[cfg(loom)]
+    pub fn new(m: &Arc<Mount>) -> MountRef {
+        // Loom runs its threads on one OS thread: no per-thread table.
+        MountRef(Arc::new(MountHandle { mnt: m.clone() }))
+    }
+
+    /// A reference to `m` through this thread's handle.
+    #[cfg(not(loom))]
     pub fn new(m: &Arc<Mount>) -> MountRef {
         use std::cell::RefCell;
-        use std::sync::atomic::Ordering::Relaxed;
         thread_local! {
             static HANDLES: RefCell<Vec<Arc<MountHandle>>> = const { RefCell::new(Vec::new()) };
         }
@@ -133,5 +266,121 @@ impl MountTable {
             top.insert(*k, t);
         }
         MountTable { top, all }
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::memfs::MemFsOptions;
+    use loom::thread;
+
+    /// A mount of a small file system on the root of another, and the table's lock and
+    /// counter.
+    fn setup() -> (Arc<MountSync>, Arc<Mount>) {
+        let opts = || MemFsOptions {
+            hash_buckets: 1,
+            ..Default::default()
+        };
+        let base = MemFs::new(opts());
+        let root = Arc::new(Mount::new(1, base.clone(), base.root().clone(), None));
+        let fs = MemFs::new(opts());
+        let m = Arc::new(Mount::new(
+            2,
+            fs.clone(),
+            fs.root().clone(),
+            Some((root, base.root().clone())),
+        ));
+        (Arc::new(MountSync::new()), m)
+    }
+
+    /// How a holder takes its hold: the real protocol, or broken ones.
+    #[derive(Clone, Copy)]
+    enum Holder {
+        Real {
+            locked: bool,
+        },
+        /// Before issue 8, a locked walk counted itself in and confirmed nothing.
+        NoConfirm,
+        /// Counts in and reads the counter without a fence between.
+        NoFence,
+    }
+
+    /// umount races with a holder whose walk found the mount in the table (`attached`) and
+    /// then takes its hold. Both may not succeed: a mount that umount detached is held by
+    /// nobody. Returns whether some execution broke that (a panic inside a model would
+    /// unwind through loom objects outside their execution).
+    fn handshake_model(how: Holder) -> bool {
+        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        let seen = broken.clone();
+        b.check(move || {
+            let (sync, m) = setup();
+            let attached = Arc::new(AtomicBool::new(true));
+            let u = {
+                let (sync, m, attached) = (sync.clone(), m.clone(), attached.clone());
+                thread::spawn(move || {
+                    let _l = sync.lock.lock();
+                    sync.seq.write_begin();
+                    let ok = m.detach_if_unused();
+                    if ok {
+                        attached.store(false, SeqCst);
+                    }
+                    sync.seq.write_end();
+                    ok
+                })
+            };
+            // The holder's walk: the mount sequence when it began, then the crossing.
+            let start = sync.seq.raw();
+            let (held, hold) = if attached.load(SeqCst) {
+                match how {
+                    Holder::Real { locked } => {
+                        let h = m.hold(&sync, start, locked);
+                        (h.is_some(), h)
+                    }
+                    Holder::NoConfirm => {
+                        m.users.add(1);
+                        (true, None)
+                    }
+                    Holder::NoFence => {
+                        m.users.add(1);
+                        (start & 1 == 0 && sync.seq.raw() == start, None)
+                    }
+                }
+            } else {
+                (false, None)
+            };
+            let detached = u.join().unwrap();
+            if held && detached {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(hold);
+        });
+        broken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The umount handshake, for a lockless walk's hold.
+    #[test]
+    fn umount_handshake_fast() {
+        assert!(!handshake_model(Holder::Real { locked: false }));
+    }
+
+    /// The umount handshake, for a locked walk's hold (issue 8, defect 6).
+    #[test]
+    fn umount_handshake_locked() {
+        assert!(!handshake_model(Holder::Real { locked: true }));
+    }
+
+    /// The model catches the locked walk's old behaviour.
+    #[test]
+    fn umount_handshake_without_confirm_fails() {
+        assert!(handshake_model(Holder::NoConfirm));
+    }
+
+    /// And a holder that does not order its count before its read.
+    #[test]
+    fn umount_handshake_without_fence_fails() {
+        assert!(handshake_model(Holder::NoFence));
     }
 }

@@ -11,9 +11,9 @@
 //! it to retry.
 
 use crate::errno::{Errno, Result};
+use crate::sync::{AtomicU32, AtomicU64};
 use crate::types::limits::NAME_MAX;
 use crossbeam_epoch::{Atomic, Guard, Owned};
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
 /// Bytes of a name kept inline in the dentry.
@@ -233,7 +233,7 @@ pub fn check_len(c: &Component<'_>) -> Result<()> {
 /// lock); read with atomic loads under an epoch guard.
 #[repr(C)]
 pub struct DName {
-    len: std::sync::atomic::AtomicU32,
+    len: AtomicU32,
     words: [AtomicU64; WORDS],
     long: Atomic<Box<[u8]>>,
 }
@@ -242,8 +242,8 @@ impl DName {
     /// A name holding `bytes`.
     pub fn new(bytes: &[u8]) -> DName {
         let n = DName {
-            len: 0.into(),
-            words: Default::default(),
+            len: AtomicU32::new(0),
+            words: std::array::from_fn(|_| AtomicU64::new(0)),
             long: Atomic::null(),
         };
         // SAFETY: the name is not shared yet; no reader can hold the old long buffer.
@@ -345,7 +345,7 @@ impl Drop for DName {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
@@ -427,5 +427,113 @@ mod tests {
         // SAFETY: as above.
         unsafe { n.set(b"exactly-thirty-two-bytes-long!!!", &g) };
         assert!(n.eq(b"exactly-thirty-two-bytes-long!!!", &g));
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::sync::SeqCount;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::{AtomicBool as StdBool, Ordering::SeqCst};
+
+    /// A rename rewrites a name from `old` to `new` (inside the dentry's write section, when
+    /// `sequenced`) while a lookup compares it with `probe`. A compare that validates must
+    /// be right: true only if `probe` is `old` or `new`. Returns whether some execution
+    /// validated a wrong answer.
+    fn set_vs_compare(
+        old: &'static [u8],
+        new: &'static [u8],
+        probe: Vec<u8>,
+        sequenced: bool,
+    ) -> bool {
+        let wrong = std::sync::Arc::new(StdBool::new(false));
+        let seen = wrong.clone();
+        let heap = old.len() > INLINE || new.len() > INLINE;
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let seq = Arc::new(SeqCount::new());
+            let name = Arc::new(DName::new(old));
+            let w = {
+                let (seq, name) = (seq.clone(), name.clone());
+                thread::spawn(move || {
+                    if sequenced {
+                        seq.write_begin();
+                    }
+                    if heap {
+                        let g = crossbeam_epoch::pin();
+                        // SAFETY: the only writer; the guard protects readers of the old
+                        // buffer.
+                        unsafe { name.set(new, &g) };
+                    } else {
+                        // SAFETY: the only writer, and no heap buffer is involved.
+                        unsafe { name.set(new, crossbeam_epoch::unprotected()) };
+                    }
+                    if sequenced {
+                        seq.write_end();
+                    }
+                })
+            };
+            let truth = probe[..] == *old || probe[..] == *new;
+            let check = |g: &Guard| {
+                if let Some(s) = seq.read_begin() {
+                    let eq = name.eq(&probe, g);
+                    if !seq.read_retry(s) && eq && !truth {
+                        seen.store(true, SeqCst);
+                    }
+                }
+            };
+            if heap {
+                check(&crossbeam_epoch::pin());
+            } else {
+                // SAFETY: no heap buffer is involved.
+                check(unsafe { crossbeam_epoch::unprotected() });
+            }
+            w.join().unwrap();
+        });
+        wrong.load(SeqCst)
+    }
+
+    const OLD: &[u8] = b"AAAAAAAABBBBBBBB";
+    const NEW: &[u8] = b"CCCCCCCCDDDDDDDD";
+
+    /// Inline names, two words each: neither half-and-half mix validates.
+    #[test]
+    fn dname_inline_set_vs_compare() {
+        assert!(!set_vs_compare(
+            OLD,
+            NEW,
+            b"CCCCCCCCBBBBBBBB".to_vec(),
+            true
+        ));
+        assert!(!set_vs_compare(
+            OLD,
+            NEW,
+            b"AAAAAAAADDDDDDDD".to_vec(),
+            true
+        ));
+    }
+
+    /// An inline name replaced by a long one (a heap buffer published by pointer), and back.
+    #[test]
+    fn dname_long_set_vs_compare() {
+        let long: &'static [u8] = b"0123456789012345678901234567890123456789";
+        let mut torn = long.to_vec();
+        torn[0] = b'a';
+        assert!(!set_vs_compare(b"ab", long, torn.clone(), true));
+        assert!(!set_vs_compare(long, b"ab", torn, true));
+    }
+
+    /// Without the write section, a torn name validates: the model sees it.
+    #[test]
+    fn dname_unsequenced_set_is_caught() {
+        assert!(set_vs_compare(
+            OLD,
+            NEW,
+            b"CCCCCCCCBBBBBBBB".to_vec(),
+            false
+        ));
     }
 }

@@ -2,19 +2,25 @@
 //! SOSP 2015), in front of the lockless walk.
 //!
 //! # Mechanism
-//! Each thread keeps a small direct-mapped table from (namespace, credentials, root,
-//! start directory, follow flag, path bytes) to the dentry the fast walk reached, with the
-//! counters that made that walk valid: the namespace's *generation*, the mount sequence
-//! count and the final dentry's sequence count. A hit is trusted only while all three are
-//! unchanged, so it stands for a walk the locked walk could have made at this moment.
+//! Each thread keeps a small direct-mapped table from (namespace, credentials, root and its
+//! mount, start directory and its mount, follow flag, path bytes) to the dentry the fast
+//! walk reached, with the counters that made that walk valid: the namespace-change
+//! *generation*, the mount sequence count and the final dentry's sequence count. A hit is
+//! trusted only while all three are unchanged, so it stands for a walk the locked walk
+//! could have made at this moment. The mounts are part of the key because one file system
+//! mounted at two places has one root dentry: `..` from it leads to different places.
 //!
-//! The generation ([`crate::Vfs::ns_gen`]) is bumped by every change that can alter how an
-//! existing path resolves without touching its final dentry: a rename, exchange or removal
-//! of a directory or a symlink, an unlink of a symlink, a change of a directory's mode or
-//! owner (search permission), and mount or unmount. Creating names and unlinking or
-//! renaming non-directories leave it alone: no cached walk passes *through* a name that
-//! did not exist or through a file, and the final dentry's own counter catches a change of
-//! the name it caches.
+//! The generation is [`crate::sync::ChangeSeq`]'s (one for the process, so a file system
+//! mounted in several namespaces invalidates all of their caches). Every change that can
+//! alter how an existing path resolves without touching its final dentry runs between its
+//! `begin` and `end`: a rename, exchange or removal of a directory or a symlink, an unlink
+//! of a symlink, a change of a directory's mode or owner (search permission). Mounts move
+//! the mount sequence instead. No walk is inserted, and no entry answers, while such a
+//! change is in progress, and one that finished moves the generation on: a thread that
+//! has seen a change's effect can never get an answer from before it. Creating names and
+//! unlinking or renaming non-directories are not such changes: no cached walk passes
+//! *through* a name that did not exist or through a file, and the final dentry's own
+//! counter catches a change of the name it caches.
 //!
 //! Only successful, validated fast walks are inserted; errors and negative results never
 //! are.
@@ -30,11 +36,13 @@
 //! # What protects each field
 //! The table is thread-local: no lock. An entry holds references on its final dentry and
 //! on the root and start dentries, so none of them is freed (or its address reused) while
-//! cached. It keeps the mount's device number and its index in the mount table snapshot,
-//! not the mount: the index is used only while the mount sequence count is unchanged, so
-//! the snapshot it indexes is still the current one.
+//! cached; the mounts are keyed by their ids, never reused in a namespace. It keeps the
+//! final mount's device number and its index in the mount table snapshot, not the mount:
+//! the index is used only while the mount sequence count is unchanged, so the snapshot it
+//! indexes is still the current one. All counters are 64 bits: an entry may sit unused for
+//! any number of changes and still never match a count it was not inserted at.
 
-use crate::dentry::{DRef, Dentry};
+use crate::dentry::{DPtr, DRef, Dentry};
 use crate::name::path_hash;
 use std::cell::RefCell;
 
@@ -52,7 +60,11 @@ pub(crate) struct Key {
     pub vfs: u64,
     pub creds: u64,
     pub root: *const Dentry,
+    /// The id of the root's mount.
+    pub root_mnt: u64,
     pub start: *const Dentry,
+    /// The id of the start directory's mount.
+    pub start_mnt: u64,
     pub follow: bool,
 }
 
@@ -61,11 +73,11 @@ struct Entry {
     hash: u64,
     path: Box<[u8]>,
     gen: u64,
-    mount_seq: u32,
+    mount_seq: u64,
     dev: u64,
     mnt_idx: usize,
     d: DRef,
-    seq: u32,
+    seq: u64,
     _root: DRef,
     _start: DRef,
 }
@@ -90,14 +102,28 @@ pub(crate) struct Hit {
     /// The mount, as an index into the mount table snapshot that was current at insertion
     /// (`usize::MAX` for the root mount); valid while the mount sequence is unchanged.
     pub mnt_idx: usize,
-    pub d: *const Dentry,
-    pub seq: u32,
+    /// The final dentry (a pointer from the entry's reference).
+    pub d: *mut Dentry,
+    pub seq: u64,
 }
 
-/// Looks `path` up; `hash` is its [`path_hash`]. `gen` and `mount_seq` are the namespace's current values, read by the
-/// caller under its epoch guard.
+impl Hit {
+    /// The final dentry.
+    ///
+    /// # Safety
+    /// The caller holds an epoch guard for `'g` (the entry's reference may go when the
+    /// thread's next insertion evicts it, the memory not before a grace period).
+    pub(crate) unsafe fn dentry<'g>(&self) -> DPtr<'g> {
+        // SAFETY: the pointer came from a `DRef` (the allocation's provenance), and the
+        // caller's guard keeps it allocated.
+        unsafe { DPtr::from_raw(self.d) }.expect("a cached dentry")
+    }
+}
+
+/// Looks `path` up; `hash` is its [`path_hash`]. `gen` (a namespace-change snapshot) and
+/// `mount_seq` are the current values, read by the caller under its epoch guard.
 #[inline]
-pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32) -> Option<Hit> {
+pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64) -> Option<Hit> {
     if path.len() > MAX_PATH {
         return None;
     }
@@ -116,7 +142,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32
             Some(Hit {
                 dev: e.dev,
                 mnt_idx: e.mnt_idx,
-                d: &*e.d as *const Dentry,
+                d: e.d.ptr().as_ptr(),
                 seq: e.seq,
             })
         })
@@ -125,20 +151,21 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u32
 }
 
 /// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, if admitted (see
-/// the module docs). `gen` and `mount_seq` must have been read before the walk started.
+/// the module docs). `gen` and `mount_seq` must have been read before the walk started,
+/// and the caller has checked that neither moved until after the walk was validated.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
     key: Key,
-    root: &Dentry,
-    start: &Dentry,
+    root: DPtr<'_>,
+    start: DPtr<'_>,
     path: &[u8],
     hash: u64,
     gen: u64,
-    mount_seq: u32,
+    mount_seq: u64,
     dev: u64,
     mnt_idx: usize,
-    d: &Dentry,
-    seq: u32,
+    d: DPtr<'_>,
+    seq: u64,
 ) {
     debug_assert_eq!(hash, path_hash(path));
     if path.len() > MAX_PATH {
@@ -192,4 +219,36 @@ pub fn clear_thread_cache() {
         .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
         .unwrap_or_default();
     drop(old);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::dentry::RcuLookup;
+    use crate::name::scan;
+    use crate::{Creds, Errno, Vfs};
+
+    /// Issue 8, defect 8: entries kept a 32-bit dentry count. A file rename bumps only the
+    /// renamed dentry's count, so an entry left unused while its dentry passed 2^31 more
+    /// write sections matched again and answered for the old name. Counts are 64 bits now.
+    #[test]
+    fn an_entry_never_matches_a_count_it_was_not_made_at() {
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.write_file("/f", b"x").unwrap();
+        for _ in 0..3 {
+            p.stat("/f").unwrap();
+        }
+        let fs = &vfs.root_mount().fs;
+        let g = crossbeam_epoch::pin();
+        let RcuLookup::Found(d, _) = fs.dcache.lookup_rcu(&fs.root().ptr(), &scan(b"f"), &g) else {
+            panic!("/f is cached");
+        };
+        p.rename("/f", "/g").unwrap();
+        // With the rename's section, 2^31 sections in all: a 32-bit count is back where
+        // the entry recorded it.
+        d.seq.advance((1 << 31) - 1);
+        drop(g);
+        assert_eq!(p.stat("/f"), Err(Errno::ENOENT));
+        assert!(p.stat("/g").is_ok());
+    }
 }

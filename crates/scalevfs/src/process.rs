@@ -27,23 +27,25 @@
 //! replaces a directory in another parent, takes it (it keeps the ancestry stable for the
 //! loop check). Renames of files across directories take just the two directory locks.
 
-use crate::dentry::{DRef, Dentry, MOUNTED, ROOT, UNHASHED};
+use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::file::{FdTable, Loc, OpenFile};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::memfs::MemFs;
-use crate::mount::{Mount, MountTable};
+use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};
 use crate::pathcache;
+use crate::sync::effects::{self, effect};
+use crate::sync::{ns_changes, NsChange};
 use crate::types::{limits, mode::*, *};
-use crate::walk::{self, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
+use crate::walk::{self, retry, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
 use crate::Vfs;
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::{Mutex, MutexGuard};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
-use std::sync::atomic::{fence, AtomicU32};
 use std::sync::Arc;
 
 struct FsCtx {
@@ -106,7 +108,16 @@ fn cpath(p: &Path) -> Result<&[u8]> {
 #[derive(Clone, Copy)]
 struct Start<'g> {
     mnt: &'g Arc<Mount>,
-    d: &'g Dentry,
+    d: DPtr<'g>,
+}
+
+/// The parent directory a walk that stops at the parent found, held (see `walk`, "Holding
+/// a position") until the operation is done.
+struct Parent<'a, 'g> {
+    pos: Pos<'g>,
+    last: Last<'a>,
+    trailing: bool,
+    _hold: MountHold<'g>,
 }
 
 impl<'g> Start<'g> {
@@ -148,19 +159,6 @@ impl PartialEq for StatOf {
     fn eq(&self, other: &StatOf) -> bool {
         let (a, b) = (&self.0, &other.0);
         a.dev == b.dev && a.ino == b.ino && a.mode & S_IFMT == b.mode & S_IFMT
-    }
-}
-
-/// Runs `op` fast, then locked if it asks to retry.
-fn retry<T>(mut op: impl FnMut(bool) -> std::result::Result<T, Fail>) -> Result<T> {
-    match op(false) {
-        Ok(v) => Ok(v),
-        Err(Fail::Err(e)) => Err(e),
-        Err(Fail::Retry) => match op(true) {
-            Ok(v) => Ok(v),
-            Err(Fail::Err(e)) => Err(e),
-            Err(Fail::Retry) => unreachable!("the locked walk never asks to retry"),
-        },
     }
 }
 
@@ -313,6 +311,54 @@ enum NewKind<'a> {
     Symlink(&'a [u8]),
 }
 
+/// A path-cache hit: where the cached walk ended, and what validates it.
+struct Cached<'g> {
+    pos: Pos<'g>,
+    dev: u64,
+    gen: u64,
+    ms: u64,
+}
+
+impl Cached<'_> {
+    /// Whether nothing the cached walk depends on moved since the entry was made: the final
+    /// dentry, the namespace generation and the mount table. Call after using the answer.
+    #[inline(always)]
+    fn still_valid(&self, cx: &Ctx<'_>) -> bool {
+        !self.pos.d.seq.read_retry(self.pos.seq)
+            && ns_changes().snapshot() == Some(self.gen)
+            && !cx.vfs.mount_seq().read_retry(self.ms)
+    }
+}
+
+/// Looks `path` up in the path cache under `key`; `gen` and `ms` are the namespace-change
+/// snapshot and the mount sequence read before. The answer is to be used, then checked
+/// with [`Cached::still_valid`].
+#[inline(always)]
+fn cached<'g>(
+    cx: &Ctx<'g>,
+    key: &pathcache::Key,
+    path: &[u8],
+    hash: u64,
+    gen: u64,
+    ms: u64,
+) -> Option<Cached<'g>> {
+    let h = pathcache::lookup(key, path, hash, gen, ms)?;
+    // SAFETY: `cx.guard` is held for the caller's whole call.
+    let d: DPtr<'g> = unsafe { h.dentry() };
+    let mnt = walk::mount_at(cx.vfs, h.mnt_idx, cx.guard)?;
+    Some(Cached {
+        pos: Pos {
+            mnt,
+            d,
+            seq: h.seq,
+            inode: d.get().inode(cx.guard),
+        },
+        dev: h.dev,
+        gen,
+        ms,
+    })
+}
+
 impl Process {
     pub(crate) fn new(vfs: Arc<Vfs>, creds: Creds) -> Process {
         let root = Loc::new(vfs.root_mount().clone(), vfs.root_mount().root.clone());
@@ -403,15 +449,18 @@ impl Process {
         let start = if path.first() == Some(&b'/') || dirfd == Fd::CWD {
             Start {
                 mnt: &ctx.cwd.mnt,
-                d: &ctx.cwd.d,
+                d: ctx.cwd.d.ptr(),
             }
         } else {
             let held = self.files.get_ref(dirfd, &guard)?;
             match &held.dir {
-                Some(d) => Start { mnt: &held.mnt, d },
+                Some(d) => Start {
+                    mnt: &held.mnt,
+                    d: d.ptr(),
+                },
                 None if path.is_empty() => Start {
                     mnt: &held.mnt,
-                    d: &ctx.cwd.d, // unused: empty paths are handled by the caller
+                    d: ctx.cwd.d.ptr(), // unused: empty paths are handled by the caller
                 },
                 None => return Err(Errno::ENOTDIR),
             }
@@ -419,7 +468,7 @@ impl Process {
         let cx = Ctx {
             vfs: &self.vfs,
             root_mnt: &ctx.root.mnt,
-            root: &ctx.root.d,
+            root: ctx.root.d.ptr(),
             creds: self.creds_ref(&guard),
             creds_id: self.creds_box(&guard).id,
             guard: &guard,
@@ -480,29 +529,28 @@ impl Process {
     ) -> Result<T> {
         let vfs = cx.vfs;
         let key_start = if path.first() == Some(&b'/') {
-            cx.root
+            (cx.root, cx.root_mnt)
         } else {
-            start.d
+            (start.d, start.mnt)
         };
         let key = pathcache::Key {
             vfs: vfs.id,
             creds: cx.creds_id,
-            root: cx.root,
-            start: key_start,
+            root: cx.root.as_ptr(),
+            root_mnt: cx.root_mnt.id,
+            start: key_start.0.as_ptr(),
+            start_mnt: key_start.1.id,
             follow,
         };
         let cacheable = cx.creds_id != 0;
-        let gen = vfs.ns_gen();
-        let ms = vfs.mount_seq.read_begin();
+        let ns = ns_changes();
+        let gen = ns.snapshot();
+        let ms = vfs.mount_seq().read_begin();
         // One probe of the path cache; the answer holds if nothing it depends on moved.
         let probe = || {
-            let ms = ms?;
-            let h = pathcache::lookup(&key, path, hash, gen, ms)?;
-            // SAFETY: the cache entry holds a reference on the dentry.
-            let d = unsafe { &*h.d };
-            let r = f(d.inode(cx.guard)?, h.dev);
-            (!d.seq.read_retry(h.seq) && vfs.ns_gen() == gen && !vfs.mount_seq.read_retry(ms))
-                .then_some(r)
+            let h = cached(cx, &key, path, hash, gen?, ms?)?;
+            let r = f(h.pos.inode?, h.dev);
+            h.still_valid(cx).then_some(r)
         };
         let check = vfs.check_mode();
         if cacheable && !check {
@@ -527,21 +575,23 @@ impl Process {
             let p = w.pos();
             let r = f(p.inode()?, p.mnt.dev())?;
             w.validate(cx)?;
-            if !locked && cacheable {
-                if let (Some(ms), Some(idx)) = (ms, walk::mount_index(vfs, p.mnt, cx.guard)) {
-                    pathcache::insert(
-                        key,
-                        cx.root,
-                        key_start,
-                        path,
-                        hash,
-                        gen,
-                        ms,
-                        p.mnt.dev(),
-                        idx,
-                        p.d,
-                        p.seq,
-                    );
+            if let (false, true, Some(gen), Some(ms)) = (locked, cacheable, gen, ms) {
+                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
+                    if ns.snapshot() == Some(gen) {
+                        pathcache::insert(
+                            key,
+                            cx.root,
+                            key_start.0,
+                            path,
+                            hash,
+                            gen,
+                            ms,
+                            p.mnt.dev(),
+                            idx,
+                            p.d,
+                            p.seq,
+                        );
+                    }
                 }
             }
             Ok(r)
@@ -654,19 +704,19 @@ impl Process {
 
     // ---------------------------------------------------------------- parents
 
-    /// Resolves the parent of `path`'s last component (fast, then locked).
+    /// Resolves the parent of `path`'s last component (fast, then locked), held.
     fn parent_of<'a, 'g: 'a>(
         cx: &Ctx<'g>,
         start: Start<'g>,
         path: &'a [u8],
         links: &mut u32,
-    ) -> Result<(Pos<'g>, Last<'a>, bool)> {
+    ) -> Result<Parent<'a, 'g>> {
         if !cx.vfs.check_mode() {
             return Self::parent_of_inner(cx, start, path, links);
         }
         // Check mode: what the cache or the fast walk gave must be what the locked walk
         // gives, unless the namespace changed meanwhile.
-        let before = cx.vfs.change_count();
+        let before = effects::reading();
         let base = *links;
         let r = Self::parent_of_inner(cx, start, path, links);
         let summary = |p: &Pos<'_>, l: &Last<'_>, t: bool| {
@@ -678,33 +728,32 @@ impl Process {
             };
             (
                 Arc::as_ptr(p.mnt) as usize,
-                p.d as *const Dentry as usize,
+                p.d.as_ptr() as usize,
                 name.to_vec(),
                 t,
             )
         };
         let fast = r
             .as_ref()
-            .map(|(p, l, t)| summary(p, l, *t))
+            .map(|p| summary(&p.pos, &p.last, p.trailing))
             .map_err(|e| *e);
         let mut l2 = base;
-        let Ok(sp) = start.pos(true, cx.guard) else {
-            unreachable!("a locked position never asks to retry");
-        };
-        let locked = walk::walk(
-            cx,
-            sp,
-            path,
-            Flags {
-                follow: false,
-                parent: true,
-            },
-            true,
-            &mut l2,
-        )
-        .map(|w| match w.found {
-            Found::Parent(p, l, t) => summary(&p, &l, t),
-            Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        let locked = start.pos(true, cx.guard).and_then(|sp| {
+            walk::walk(
+                cx,
+                sp,
+                path,
+                Flags {
+                    follow: false,
+                    parent: true,
+                },
+                true,
+                &mut l2,
+            )
+            .map(|w| match w.found {
+                Found::Parent(p, l, t) => summary(&p, &l, t),
+                Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+            })
         });
         walk::compare(cx.vfs, before, &fast, locked);
         r
@@ -715,7 +764,7 @@ impl Process {
         start: Start<'g>,
         path: &'a [u8],
         links: &mut u32,
-    ) -> Result<(Pos<'g>, Last<'a>, bool)> {
+    ) -> Result<Parent<'a, 'g>> {
         // The parent of "dir/name" is what a full walk of "dir" reaches: try the path cache
         // under that key (not for restarts through symlink bodies, which count links).
         let split = match path.iter().rposition(|&b| b == b'/') {
@@ -727,41 +776,48 @@ impl Process {
             _ => None,
         };
         let vfs = cx.vfs;
-        let gen = vfs.ns_gen();
-        let ms = vfs.mount_seq.read_begin();
+        let ns = ns_changes();
+        let gen = ns.snapshot();
+        let ms = vfs.mount_seq().read_begin();
+        let key_start = |dir: &[u8]| {
+            if dir[0] == b'/' {
+                (cx.root, cx.root_mnt)
+            } else {
+                (start.d, start.mnt)
+            }
+        };
         let key = split.map(|(dir, _)| pathcache::Key {
             vfs: vfs.id,
             creds: cx.creds_id,
-            root: cx.root,
-            start: if dir[0] == b'/' { cx.root } else { start.d },
+            root: cx.root.as_ptr(),
+            root_mnt: cx.root_mnt.id,
+            start: key_start(dir).0.as_ptr(),
+            start_mnt: key_start(dir).1.id,
             follow: true,
         });
         let dir_hash = split.map_or(0, |(dir, _)| crate::name::path_hash(dir));
-        if let (Some((dir, name)), Some(key), Some(ms)) = (split, &key, ms) {
-            if let Some(h) = pathcache::lookup(key, dir, dir_hash, gen, ms) {
-                // SAFETY: the cache entry holds a reference on the dentry.
-                let d = unsafe { &*h.d };
-                let inode = d.inode(cx.guard);
-                if let (Some(i), Some(mnt)) = (inode, walk::mount_at(vfs, h.mnt_idx, cx.guard)) {
-                    if i.is_dir()
-                        && i.may_search(cx.creds).is_ok()
-                        && !d.seq.read_retry(h.seq)
-                        && vfs.ns_gen() == gen
-                        && !vfs.mount_seq.read_retry(ms)
-                    {
-                        let p = Pos {
-                            mnt,
-                            d,
-                            seq: h.seq,
-                            inode,
-                        };
-                        return Ok((p, Last::Normal(crate::name::scan(name)), false));
+        if let (Some((dir, name)), Some(key), Some(gen), Some(ms)) = (split, &key, gen, ms) {
+            if let Some(h) = cached(cx, key, dir, dir_hash, gen, ms) {
+                let searchable = h
+                    .pos
+                    .inode
+                    .is_some_and(|i| i.is_dir() && i.may_search(cx.creds).is_ok());
+                if searchable {
+                    if let Some(hold) = h.pos.mnt.hold(&vfs.mount_sync, ms, false) {
+                        if h.still_valid(cx) {
+                            return Ok(Parent {
+                                pos: h.pos,
+                                last: Last::Normal(crate::name::scan(name)),
+                                trailing: false,
+                                _hold: hold,
+                            });
+                        }
                     }
                 }
             }
         }
         let base = *links;
-        let w: Walked<'a, 'g> = retry(|locked| {
+        let (w, hold): (Walked<'a, 'g>, MountHold<'g>) = retry(|locked| {
             *links = base;
             let w = walk::walk(
                 cx,
@@ -774,35 +830,49 @@ impl Process {
                 locked,
                 links,
             )?;
-            if let (false, Some((dir, _)), Some(key), Some(ms)) = (locked, split, key, ms) {
+            let hold = w.hold(cx)?;
+            if let (false, Some((dir, _)), Some(key), Some(gen), Some(ms)) =
+                (locked, split, key, gen, ms)
+            {
                 let p = w.pos();
-                w.validate(cx)?;
                 if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
-                    pathcache::insert(
-                        key,
-                        cx.root,
-                        if dir[0] == b'/' { cx.root } else { start.d },
-                        dir,
-                        dir_hash,
-                        gen,
-                        ms,
-                        p.mnt.dev(),
-                        idx,
-                        p.d,
-                        p.seq,
-                    );
+                    if ns.snapshot() == Some(gen) {
+                        pathcache::insert(
+                            key,
+                            cx.root,
+                            key_start(dir).0,
+                            dir,
+                            dir_hash,
+                            gen,
+                            ms,
+                            p.mnt.dev(),
+                            idx,
+                            p.d,
+                            p.seq,
+                        );
+                    }
                 }
             }
-            Ok(w)
+            Ok((w, hold))
         })?;
         match w.found {
-            Found::Parent(p, l, t) => Ok((p, l, t)),
+            Found::Parent(pos, last, trailing) => Ok(Parent {
+                pos,
+                last,
+                trailing,
+                _hold: hold,
+            }),
             Found::Final(_) => unreachable!("a parent walk stops at the parent"),
         }
     }
 
-    /// Resolves `path` to the object it names (fast, then locked), without validation.
-    fn resolve<'g>(cx: &Ctx<'g>, start: Start<'g>, path: &[u8], follow: bool) -> Result<Pos<'g>> {
+    /// Resolves `path` to the object it names (fast, then locked), held.
+    fn resolve<'g>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<(Pos<'g>, MountHold<'g>)> {
         retry(|locked| {
             let w = start.walk(
                 cx,
@@ -813,6 +883,30 @@ impl Process {
                 },
                 locked,
             )?;
+            let h = w.hold(cx)?;
+            Ok((w.pos(), h))
+        })
+    }
+
+    /// Resolves `path` to the object it names (fast, then locked), without a hold: for
+    /// callers that only read what they find.
+    fn resolve_unheld<'g>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Pos<'g>> {
+        retry(|locked| {
+            let w = start.walk(
+                cx,
+                path,
+                Flags {
+                    follow,
+                    parent: false,
+                },
+                locked,
+            )?;
+            w.validate(cx)?;
             Ok(w.pos())
         })
     }
@@ -877,8 +971,9 @@ impl Process {
         }
         self.at(dirfd, path, |cx, start| {
             let mut links = 0;
-            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
-            let Last::Normal(c) = last else {
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let Last::Normal(c) = par.last else {
                 return Err(Errno::EEXIST);
             };
             let dirm = Self::dir_of(&parent)?;
@@ -889,55 +984,50 @@ impl Process {
                     return Err(Errno::EPERM);
                 }
             }
-            let counted = self.vfs.change_begin();
-            let r = (|| {
-                let mut st = dirm.lock();
-                if st.dead {
-                    return Err(Errno::ENOENT);
-                }
-                check_len(&c)?;
-                let existing = fs.dcache.lookup_locked(parent.d, &c, cx.guard);
-                if existing.is_some_and(|d| d.inode(cx.guard).is_some()) {
-                    return Err(Errno::EEXIST);
-                }
-                if trailing && !matches!(kind, NewKind::Dir) {
-                    return Err(Errno::ENOENT);
-                }
-                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
-                let t = now();
-                let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
-                let (rdev, target) = match kind {
-                    NewKind::Node(_, dev) => (dev, None),
-                    NewKind::Symlink(t) => (0, Some(t)),
-                    NewKind::Dir => (0, None),
-                };
-                let inode = fs.new_inode(mode, uid, gid, rdev, target, t)?;
-                Self::instantiate(fs, parent.d, &c, existing, inode, &mut st, cx.guard);
-                drop(st);
-                if matches!(kind, NewKind::Dir) {
-                    dir_inode.add_links(1, None);
-                }
-                dir_inode.dir_changed(1, t);
-                Ok(())
-            })();
-            self.vfs.change_end(counted);
-            r
+            let mut st = dirm.lock();
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            let existing = fs.dcache.lookup_locked(&parent.d, &c, cx.guard);
+            if existing.is_some_and(|d| d.get().inode(cx.guard).is_some()) {
+                return Err(Errno::EEXIST);
+            }
+            if trailing && !matches!(kind, NewKind::Dir) {
+                return Err(Errno::ENOENT);
+            }
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            let t = now();
+            let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
+            let (rdev, target) = match kind {
+                NewKind::Node(_, dev) => (dev, None),
+                NewKind::Symlink(t) => (0, Some(t)),
+                NewKind::Dir => (0, None),
+            };
+            let inode = fs.new_inode(mode, uid, gid, rdev, target, t)?;
+            Self::instantiate(fs, parent.d, &c, existing, inode, &mut st, cx.guard);
+            drop(st);
+            if matches!(kind, NewKind::Dir) {
+                dir_inode.add_links(1, None);
+            }
+            dir_inode.dir_changed(1, t);
+            Ok(())
         })
     }
 
     /// Binds `c` in `parent` to `inode`: reuses a negative dentry or allocates one.
     fn instantiate(
         fs: &MemFs,
-        parent: &Dentry,
+        parent: DPtr<'_>,
         c: &Component<'_>,
-        existing: Option<&Dentry>,
+        existing: Option<DPtr<'_>>,
         inode: Arc<Inode>,
         st: &mut DirState,
         guard: &Guard,
     ) {
         match existing {
             Some(d) => {
-                fs.dcache.d_instantiate(d, inode, st, guard);
+                fs.dcache.d_instantiate(&d, inode, st, guard);
                 fs.negative_gone(1);
             }
             None => {
@@ -1005,7 +1095,7 @@ impl Process {
                 let w = start.walk(cx, path, wf, locked)?;
                 let p = w.pos();
                 w.validate(cx)?;
-                Ok((Arc::as_ptr(p.mnt) as usize, p.d as *const Dentry as usize))
+                Ok((Arc::as_ptr(p.mnt) as usize, p.d.as_ptr() as usize))
             });
         }
         let of = retry(|locked| {
@@ -1014,21 +1104,19 @@ impl Process {
             let inode = p.inode()?;
             Self::may_open(inode, flags, cx.creds)?;
             let of = Self::open_pos(p, flags, cx.guard)?;
-            // Orders our reference counts before the validation, against umount.
-            fence(SeqCst);
-            w.validate(cx)?;
+            // The open file counts as a user of its mount: confirm against umount.
+            w.confirm(cx)?;
             Ok(of)
         })?;
         self.finish_open(&of, cx.creds)?;
         Ok(of)
     }
 
-    /// Takes the references an open file holds.
+    /// Takes the references an open file holds on what a walk found: the inode the walk
+    /// saw (which a dentry cannot have released while the guard is held), and, for a
+    /// directory, its dentry, unless it died meanwhile (`Retry`: walk again).
     fn open_pos(p: Pos<'_>, flags: OFlags, guard: &Guard) -> std::result::Result<OpenFile, Fail> {
-        let inode = p.d.inode_arc(guard).ok_or(Fail::Retry)?;
-        if !std::ptr::eq(&*inode, p.inode()?) {
-            return Err(Fail::Retry);
-        }
+        let inode = inode_arc(p.inode()?, guard);
         let dir = if inode.is_dir() {
             Some(DRef::try_get(p.d).ok_or(Fail::Retry)?)
         } else {
@@ -1112,8 +1200,9 @@ impl Process {
         let mut path: &[u8] = path;
         // Restarted with a symlink body when the last component is a symlink to follow.
         loop {
-            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
-            let c = match last {
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let c = match par.last {
                 Last::Normal(c) => c,
                 // Linux `do_open`: the name exists (it is a directory).
                 _ if flags.contains(OFlags::EXCL) => return Err(Errno::EEXIST),
@@ -1125,17 +1214,18 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            let counted = self.vfs.change_begin();
             let mut st = dirm.lock();
             let existing = if st.dead {
                 None
             } else {
-                fs.dcache.lookup_locked(parent.d, &c, cx.guard)
+                fs.dcache.lookup_locked(&parent.d, &c, cx.guard)
             };
             if let Some(d) = existing {
-                if let Some(inode) = d.inode(cx.guard) {
+                if let Some(inode) = d.get().inode(cx.guard) {
+                    // Taken under the directory lock, where the name still names it: a
+                    // racing unlink cannot take it away any more.
+                    let held = inode_arc(inode, cx.guard);
                     drop(st);
-                    self.vfs.change_end(counted);
                     if flags.contains(OFlags::EXCL) {
                         return Err(Errno::EEXIST);
                     }
@@ -1171,29 +1261,26 @@ impl Process {
                             flags,
                         );
                     }
+                    // With O_CREAT a directory is EISDIR here, so no dentry is needed.
                     Self::may_open(inode, flags, cx.creds)?;
-                    let of = Self::open_pos(p, flags, cx.guard).map_err(|_| Errno::ENOENT)?;
+                    let of = OpenFile::new(p.mnt, None, held, flags);
                     self.finish_open(&of, cx.creds)?;
                     return Ok(of);
                 }
             }
-            let r = (|| {
-                if st.dead {
-                    return Err(Errno::ENOENT);
-                }
-                check_len(&c)?;
-                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
-                let t = now();
-                let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
-                let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
-                let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
-                Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
-                drop(st);
-                dir_inode.dir_changed(1, t);
-                Ok(OpenFile::new(parent.mnt, None, inode, flags))
-            })();
-            self.vfs.change_end(counted);
-            return r;
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            let t = now();
+            let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
+            let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
+            let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
+            Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
+            drop(st);
+            dir_inode.dir_changed(1, t);
+            return Ok(OpenFile::new(parent.mnt, None, inode, flags));
         }
     }
 
@@ -1208,7 +1295,7 @@ impl Process {
         if !flags.writable() {
             return Err(Errno::EINVAL);
         }
-        let p = Self::resolve(cx, start, path, true)?;
+        let (p, _hold) = Self::resolve(cx, start, path, true)?;
         let dir = p.inode.ok_or(Errno::ENOENT)?;
         if !dir.is_dir() {
             return Err(Errno::ENOTDIR);
@@ -1434,7 +1521,7 @@ impl Process {
         if *pos == 1 && out.len() < max_entries {
             let ino = d
                 .parent(&g)
-                .and_then(|p| p.inode(&g))
+                .and_then(|p| p.get().inode(&g))
                 .map_or(f.inode.ino, |i| i.ino);
             out.push(DirEntry {
                 ino,
@@ -1492,8 +1579,9 @@ impl Process {
         }
         self.at(dirfd, path, |cx, start| {
             let mut links = 0;
-            let (parent, last, trailing) = Self::parent_of(cx, start, path, &mut links)?;
-            let c = match (last, rmdir) {
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let c = match (par.last, rmdir) {
                 (Last::Normal(c), _) => c,
                 (Last::Dot, true) => return Err(Errno::EINVAL),
                 (Last::DotDot, true) => return Err(Errno::ENOTEMPTY),
@@ -1501,14 +1589,11 @@ impl Process {
                 (_, false) => return Err(Errno::EISDIR),
             };
             let dirm = Self::dir_of(&parent)?;
-            let counted = self.vfs.change_begin();
-            let r = if rmdir {
+            if rmdir {
                 self.do_rmdir(cx, &parent, dirm, &c)
             } else {
                 self.do_unlink(cx, &parent, dirm, &c, trailing)
-            };
-            self.vfs.change_end(counted);
-            r
+            }
         })
     }
 
@@ -1529,7 +1614,7 @@ impl Process {
         check_len(c)?;
         let d = fs
             .dcache
-            .lookup_locked(parent.d, c, cx.guard)
+            .lookup_locked(&parent.d, c, cx.guard)
             .ok_or(Errno::ENOENT)?;
         let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
         if trailing {
@@ -1539,23 +1624,18 @@ impl Process {
                 Errno::ENOTDIR
             });
         }
-        may_delete(dir_inode, d, &victim, false, cx.creds)?;
+        may_delete(dir_inode, &d, &victim, false, cx.creds)?;
         if d.flags() & MOUNTED != 0 {
             return Err(Errno::EBUSY);
         }
-        let remove = |st: &mut DirState| {
-            if fs.negative_admit() {
-                fs.dcache.d_delete(d, st, cx.guard);
-            } else {
-                fs.dcache.d_drop(d, st);
-            }
-        };
-        if victim.symlink_target().is_some() {
-            // Cached walks may pass through this symlink.
-            self.vfs.ns_change(|| remove(&mut st));
+        // Cached walks may pass through a symlink.
+        let _ns = victim.symlink_target().is_some().then(NsChange::begin);
+        if fs.negative_admit() {
+            fs.dcache.d_delete(&d, &mut st, cx.guard);
         } else {
-            remove(&mut st);
+            fs.dcache.d_drop(d, &mut st);
         }
+        drop(_ns);
         drop(st);
         let t = now();
         Self::drop_link(fs, &victim, t);
@@ -1579,13 +1659,14 @@ impl Process {
     fn kill_dir(fs: &MemFs, st: &mut DirState, guard: &Guard) {
         let negs: Vec<_> = st.children.values().copied().collect();
         for n in negs {
-            // SAFETY: hashed children are alive while we hold the directory lock.
-            let nd = unsafe { n.as_ref() };
-            debug_assert!(nd.inode(guard).is_none());
+            // SAFETY: hashed children are alive while we hold the directory lock, and the
+            // children map keeps their allocations' pointers.
+            let nd = unsafe { DPtr::new(n) };
+            debug_assert!(nd.get().inode(guard).is_none());
             fs.dcache.d_drop(nd, st);
             fs.negative_gone(1);
         }
-        st.dead = true;
+        effect(|| st.dead = true);
     }
 
     fn do_rmdir(
@@ -1607,20 +1688,16 @@ impl Process {
                 check_len(c)?;
                 let d = fs
                     .dcache
-                    .lookup_locked(parent.d, c, cx.guard)
+                    .lookup_locked(&parent.d, c, cx.guard)
                     .ok_or(Errno::ENOENT)?;
                 let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
-                may_delete(dir_inode, d, &victim, true, cx.creds)?;
+                may_delete(dir_inode, &d, &victim, true, cx.creds)?;
                 (d, victim)
             };
             let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
             let mut locks = DirLocks::lock(&[dirm, vdir]);
             if locks.get(dirm).dead
-                || fs
-                    .dcache
-                    .lookup_locked(parent.d, c, cx.guard)
-                    .map(|x| x as *const Dentry)
-                    != Some(d as *const Dentry)
+                || fs.dcache.lookup_locked(&parent.d, c, cx.guard) != Some(d)
                 || !std::ptr::eq(d.inode.load(Acquire), &*victim)
             {
                 continue;
@@ -1628,16 +1705,14 @@ impl Process {
             if d.flags() & MOUNTED != 0 {
                 return Err(Errno::EBUSY);
             }
-            {
-                let vst = locks.get(vdir);
-                if vst.positive > 0 {
-                    return Err(Errno::ENOTEMPTY);
-                }
-                self.vfs.ns_change(|| {
-                    Self::kill_dir(fs, vst, cx.guard);
-                });
+            if locks.get(vdir).positive > 0 {
+                return Err(Errno::ENOTEMPTY);
             }
-            self.vfs.ns_change(|| fs.dcache.d_drop(d, locks.get(dirm)));
+            // Cached walks may pass through the directory (or `..` from it).
+            let ns = NsChange::begin();
+            Self::kill_dir(fs, locks.get(vdir), cx.guard);
+            fs.dcache.d_drop(d, locks.get(dirm));
+            drop(ns);
             drop(locks);
             let t = now();
             victim.add_links(-2, Some(t));
@@ -1681,8 +1756,9 @@ impl Process {
             (m, i, tmp)
         } else {
             self.at(olddirfd, old, |cx, start| {
-                let p = Self::resolve(cx, start, old, flags.contains(AtFlags::SYMLINK_FOLLOW))?;
-                let i = p.d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+                let (p, _hold) =
+                    Self::resolve(cx, start, old, flags.contains(AtFlags::SYMLINK_FOLLOW))?;
+                let i = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
                 Ok((p.mnt.clone(), i, false))
             })?
         };
@@ -1691,47 +1767,43 @@ impl Process {
         }
         self.at(newdirfd, new, |cx, start| {
             let mut links = 0;
-            let (parent, last, trailing) = Self::parent_of(cx, start, new, &mut links)?;
-            let Last::Normal(c) = last else {
+            let par = Self::parent_of(cx, start, new, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let Last::Normal(c) = par.last else {
                 return Err(Errno::EEXIST);
             };
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            let counted = self.vfs.change_begin();
-            let r = (|| {
-                let mut st = dirm.lock();
-                if st.dead {
-                    return Err(Errno::ENOENT);
-                }
-                check_len(&c)?;
-                let existing = fs.dcache.lookup_locked(parent.d, &c, cx.guard);
-                if existing.is_some_and(|d| d.inode(cx.guard).is_some()) {
-                    return Err(Errno::EEXIST);
-                }
-                if trailing {
-                    return Err(Errno::ENOENT);
-                }
-                // Linux `do_linkat` order: EXDEV, protected hardlinks, then `vfs_link`.
-                if !Arc::ptr_eq(parent.mnt, &src_mnt) {
-                    return Err(Errno::EXDEV);
-                }
-                Self::may_linkat(&src, cx.creds)?;
-                dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
-                if src.is_dir() {
-                    return Err(Errno::EPERM);
-                }
-                let t = now();
-                if !src.link_if_alive(linkable_tmp, t) {
-                    return Err(Errno::ENOENT);
-                }
-                Self::instantiate(fs, parent.d, &c, existing, src.clone(), &mut st, cx.guard);
-                drop(st);
-                dir_inode.dir_changed(1, t);
-                Ok(())
-            })();
-            self.vfs.change_end(counted);
-            r
+            let mut st = dirm.lock();
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            let existing = fs.dcache.lookup_locked(&parent.d, &c, cx.guard);
+            if existing.is_some_and(|d| d.get().inode(cx.guard).is_some()) {
+                return Err(Errno::EEXIST);
+            }
+            if trailing {
+                return Err(Errno::ENOENT);
+            }
+            // Linux `do_linkat` order: EXDEV, protected hardlinks, then `vfs_link`.
+            if !Arc::ptr_eq(parent.mnt, &src_mnt) {
+                return Err(Errno::EXDEV);
+            }
+            Self::may_linkat(&src, cx.creds)?;
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            if src.is_dir() {
+                return Err(Errno::EPERM);
+            }
+            let t = now();
+            if !src.link_if_alive(linkable_tmp, t) {
+                return Err(Errno::ENOENT);
+            }
+            Self::instantiate(fs, parent.d, &c, existing, src.clone(), &mut st, cx.guard);
+            drop(st);
+            dir_inode.dir_changed(1, t);
+            Ok(())
         })
     }
 
@@ -1778,27 +1850,29 @@ impl Process {
         }
         self.at(olddirfd, old, |cx, old_start| {
             let mut links = 0;
-            let (p1, l1, t1) = Self::parent_of(cx, old_start, old, &mut links)?;
+            let par1 = Self::parent_of(cx, old_start, old, &mut links)?;
+            let (p1, l1, t1) = (par1.pos, par1.last, par1.trailing);
             // The new side's start, looked at only after the old side resolved (as Linux).
             let held_new;
             let ctx = self.ctx_ref(cx.guard);
             let new_start = if new.first() == Some(&b'/') || newdirfd == Fd::CWD {
                 Start {
                     mnt: &ctx.cwd.mnt,
-                    d: &ctx.cwd.d,
+                    d: ctx.cwd.d.ptr(),
                 }
             } else {
                 held_new = self.file(newdirfd)?;
                 match &held_new.dir {
                     Some(d) => Start {
                         mnt: &held_new.mnt,
-                        d,
+                        d: d.ptr(),
                     },
                     None => return Err(Errno::ENOTDIR),
                 }
             };
             let mut links = 0;
-            let (p2, l2, t2) = Self::parent_of(cx, new_start, new, &mut links)?;
+            let par2 = Self::parent_of(cx, new_start, new, &mut links)?;
+            let (p2, l2, t2) = (par2.pos, par2.last, par2.trailing);
             // Linux `do_renameat2` order: EXDEV, the kinds of the last components, then
             // the lookups (where a name's length is checked).
             if !Arc::ptr_eq(p1.mnt, p2.mnt) {
@@ -1815,10 +1889,7 @@ impl Process {
                 });
             };
             check_len(&c1)?;
-            let counted = self.vfs.change_begin();
-            let r = self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags);
-            self.vfs.change_end(counted);
-            r
+            self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags)
         })
     }
 
@@ -1841,15 +1912,15 @@ impl Process {
             p1.inode.ok_or(Errno::ENOENT)?,
             p2.inode.ok_or(Errno::ENOENT)?,
         );
-        let cross = !std::ptr::eq(p1.d, p2.d);
+        let cross = p1.d != p2.d;
         let exchange = flags.contains(RenameFlags::EXCHANGE);
         let mut rename_lock = None;
         loop {
             // Peek at both names under the parents' locks, to learn what else to lock.
             let (od, nd, oi, ni) = {
                 let _l = DirLocks::lock(&[d1m, d2m]);
-                let od = fs.dcache.lookup_locked(p1.d, c1, g);
-                let nd = fs.dcache.lookup_locked(p2.d, c2, g);
+                let od = fs.dcache.lookup_locked(&p1.d, c1, g);
+                let nd = fs.dcache.lookup_locked(&p2.d, c2, g);
                 let oi = od.and_then(|d| d.inode_arc(g));
                 let ni = nd.and_then(|d| d.inode_arc(g));
                 (od, nd, oi, ni)
@@ -1868,12 +1939,9 @@ impl Process {
             // The victim's lock, or `d1m` again (a duplicate is locked once).
             let mut locks = DirLocks::lock(&[d1m, d2m, victim_dir.unwrap_or(d1m)]);
             // Everything must be as peeked, or we start again.
-            let same = |a: Option<&Dentry>, b: Option<&Dentry>| {
-                a.map(|x| x as *const Dentry) == b.map(|x| x as *const Dentry)
-            };
             let ptr_of = |i: &Option<Arc<Inode>>| i.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
-            if !same(fs.dcache.lookup_locked(p1.d, c1, g), od)
-                || !same(fs.dcache.lookup_locked(p2.d, c2, g), nd)
+            if fs.dcache.lookup_locked(&p1.d, c1, g) != od
+                || fs.dcache.lookup_locked(&p2.d, c2, g) != nd
                 || od.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&oi)))
                 || nd.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&ni)))
             {
@@ -1922,11 +1990,11 @@ impl Process {
                     return Ok(());
                 }
             }
-            may_delete(i1, od, &oi, old_dir, cx.creds)?;
+            may_delete(i1, &od, &oi, old_dir, cx.creds)?;
             match (&ni, nd_pos) {
                 (Some(ni), Some(nd)) => may_delete(
                     i2,
-                    nd,
+                    &nd,
                     ni,
                     if exchange { new_dir } else { old_dir },
                     cx.creds,
@@ -1951,8 +2019,8 @@ impl Process {
                 i.as_ref()
                     .is_some_and(|i| i.is_dir() || i.symlink_target().is_some())
             };
-            let _ns = (walks_through(&Some(oi.clone())) || walks_through(&ni))
-                .then(|| self.vfs.ns_guard());
+            let _ns =
+                (walks_through(&Some(oi.clone())) || walks_through(&ni)).then(NsChange::begin);
             let t = now();
             if exchange {
                 let nd = nd_pos.expect("exchange target checked above");
@@ -2042,12 +2110,10 @@ impl Process {
             return self.empty_path(dirfd, flags, |of| f(&of.inode, &of.mnt.fs, &creds));
         }
         self.at(dirfd, path, |cx, start| {
-            let p = Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
-            let inode = p.d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
-            let counted = self.vfs.change_begin();
-            let r = f(&inode, &p.mnt.fs, cx.creds);
-            self.vfs.change_end(counted);
-            r
+            let (p, _hold) =
+                Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
+            let inode = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
+            f(&inode, &p.mnt.fs, cx.creds)
         })
     }
 
@@ -2064,7 +2130,7 @@ impl Process {
         f(&of.inode, &of.mnt.fs, self.creds_ref(&g))
     }
 
-    fn do_chmod(vfs: &Vfs, inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
+    fn do_chmod(inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
         if creds.uid != 0 && creds.uid != inode.uid() {
             return Err(Errno::EPERM);
         }
@@ -2077,7 +2143,7 @@ impl Process {
             times: Times::change(now()),
             ..Default::default()
         };
-        Self::setattr(vfs, inode, &u);
+        Self::setattr(inode, &u);
         Ok(())
     }
 
@@ -2088,7 +2154,7 @@ impl Process {
 
     /// `fchmod(2)`.
     pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chmod(&self.vfs, i, mode, c))
+        self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
     }
 
     /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
@@ -2106,17 +2172,11 @@ impl Process {
             if i.mode() & S_IFMT == S_IFLNK {
                 return Err(Errno::EOPNOTSUPP);
             }
-            Self::do_chmod(&self.vfs, i, mode, c)
+            Self::do_chmod(i, mode, c)
         })
     }
 
-    fn do_chown(
-        vfs: &Vfs,
-        inode: &Inode,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        creds: &Creds,
-    ) -> Result<()> {
+    fn do_chown(inode: &Inode, uid: Option<u32>, gid: Option<u32>, creds: &Creds) -> Result<()> {
         let owner = creds.uid == inode.uid();
         if creds.uid != 0 {
             if uid.is_some_and(|u| u != inode.uid()) {
@@ -2152,18 +2212,15 @@ impl Process {
             times: Times::change(now()),
             ..Default::default()
         };
-        Self::setattr(vfs, inode, &u);
+        Self::setattr(inode, &u);
         Ok(())
     }
 
     /// Applies a mode or owner change; for a directory it changes who may search it, so
     /// cached walks through it are invalidated.
-    fn setattr(vfs: &Vfs, inode: &Inode, u: &AttrUpdate) {
-        if inode.is_dir() {
-            vfs.ns_change(|| inode.update(u));
-        } else {
-            inode.update(u);
-        }
+    fn setattr(inode: &Inode, u: &AttrUpdate) {
+        let _ns = inode.is_dir().then(NsChange::begin);
+        inode.update(u);
     }
 
     /// `chown(2)`; `None` leaves an id unchanged.
@@ -2178,7 +2235,7 @@ impl Process {
 
     /// `fchown(2)`.
     pub fn fchown(&self, fd: Fd, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chown(&self.vfs, i, uid, gid, c))
+        self.with_fd(fd, |i, _, c| Self::do_chown(i, uid, gid, c))
     }
 
     /// `fchownat(2)`.
@@ -2194,7 +2251,7 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
-            Self::do_chown(&self.vfs, i, uid, gid, c)
+            Self::do_chown(i, uid, gid, c)
         })
     }
 
@@ -2357,9 +2414,11 @@ impl Process {
                     return Err(Fail::Err(Errno::ENOTDIR));
                 }
                 i.permission(cx.creds, Access::X_OK)?;
+                // Dead since the walk found it: walk again.
                 let d = DRef::try_get(p.d).ok_or(Fail::Retry)?;
                 let loc = Loc::new(p.mnt.clone(), d);
-                w.validate(cx)?;
+                // The working directory counts as a user of its mount: confirm.
+                w.confirm(cx)?;
                 Ok(loc)
             })
         })?;
@@ -2379,20 +2438,20 @@ impl Process {
 
     /// The absolute path of (`mnt`, `d`) as seen from the process root, or `ENOENT` if it
     /// was removed or is not under the root.
-    fn path_of(&self, mnt: &Arc<Mount>, d: &Dentry, g: &Guard) -> Result<PathBuf> {
+    fn path_of(&self, mnt: &Arc<Mount>, d: DPtr<'_>, g: &Guard) -> Result<PathBuf> {
         let ctx = self.ctx_ref(g);
         'again: loop {
             let mut parts: Vec<Vec<u8>> = Vec::new();
             let (mut m, mut cur) = (mnt, d);
             loop {
-                if std::ptr::eq(cur, &*ctx.root.d) && Arc::ptr_eq(m, &ctx.root.mnt) {
+                if cur == ctx.root.d.ptr() && Arc::ptr_eq(m, &ctx.root.mnt) {
                     break;
                 }
-                if std::ptr::eq(cur, &*m.root) {
+                if cur == m.root.ptr() {
                     match &m.parent {
                         Some((pm, pd)) => {
                             m = pm;
-                            cur = pd;
+                            cur = pd.ptr();
                             continue;
                         }
                         None => return Err(Errno::ENOENT),
@@ -2403,7 +2462,7 @@ impl Process {
                     return Err(Errno::ENOENT);
                 }
                 let name = cur.name.to_vec(g);
-                let Some(parent) = cur.parent(g) else {
+                let Some(parent) = cur.get().parent(g) else {
                     return Err(Errno::ENOENT);
                 };
                 if cur.seq.read_retry(s) {
@@ -2428,7 +2487,7 @@ impl Process {
     pub fn getcwd(&self) -> Result<PathBuf> {
         let g = crossbeam_epoch::pin();
         let cwd = &self.ctx_ref(&g).cwd;
-        self.path_of(&cwd.mnt, &cwd.d, &g)
+        self.path_of(&cwd.mnt, cwd.d.ptr(), &g)
     }
 
     /// `realpath(3)`: the absolute path with no symlink, `.` or `..`.
@@ -2438,7 +2497,7 @@ impl Process {
             return Err(Errno::ENOENT);
         }
         self.at(Fd::CWD, path, |cx, start| {
-            let p = Self::resolve(cx, start, path, true)?;
+            let p = Self::resolve_unheld(cx, start, path, true)?;
             self.path_of(p.mnt, p.d, cx.guard)
         })
     }
@@ -2450,7 +2509,7 @@ impl Process {
             return Err(Errno::ENOENT);
         }
         self.at(Fd::CWD, path, |cx, start| {
-            Ok(Self::resolve(cx, start, path, true)?.mnt.fs.statfs())
+            Ok(Self::resolve_unheld(cx, start, path, true)?.mnt.fs.statfs())
         })
     }
 
@@ -2485,7 +2544,8 @@ impl Process {
 
     // ---------------------------------------------------------------- mounts
 
-    /// Mounts `fs` on the directory `path` (root only).
+    /// Mounts `fs` on the directory `path` (root only). `ENOENT` if the directory is
+    /// removed (or its mount unmounted) before the mount is made.
     pub fn mount(&self, path: impl AsRef<Path>, fs: Arc<MemFs>) -> Result<()> {
         let path = cpath(path.as_ref())?;
         if path.is_empty() {
@@ -2495,37 +2555,54 @@ impl Process {
             return Err(Errno::EPERM);
         }
         self.at(Fd::CWD, path, |cx, start| {
-            let p = Self::resolve(cx, start, path, true)?;
-            if !p.inode.ok_or(Errno::ENOENT)?.is_dir() {
-                return Err(Errno::ENOTDIR);
-            }
+            let (p, _hold) = Self::resolve(cx, start, path, true)?;
+            let own = p.inode.ok_or(Errno::ENOENT)?.dir().ok_or(Errno::ENOTDIR)?;
             let d = DRef::try_get(p.d).ok_or(Errno::ENOENT)?;
-            if d.flags() & UNHASHED != 0 {
+            let _l = self.vfs.lock_mounts();
+            let table = walk::mount_table(&self.vfs, cx.guard);
+            if !Arc::ptr_eq(p.mnt, self.vfs.root_mount())
+                && !table.all.iter().any(|m| Arc::ptr_eq(m, p.mnt))
+            {
                 return Err(Errno::ENOENT);
             }
+            // rmdir and rename of the mount point hold its parent's lock (and rmdir its
+            // own): under both, it is either gone or stays where it is until MOUNTED is set.
+            let _locks = loop {
+                let parent = d.parent(cx.guard);
+                let parent_dir = parent
+                    .and_then(|pd| pd.get().inode(cx.guard))
+                    .and_then(|i| i.dir());
+                let mut locks = DirLocks::lock(&[own, parent_dir.unwrap_or(own)]);
+                if d.parent.load(Acquire) != parent.map_or(std::ptr::null_mut(), |x| x.as_ptr()) {
+                    continue;
+                }
+                if locks.get(own).dead || d.flags() & UNHASHED != 0 {
+                    return Err(Errno::ENOENT);
+                }
+                break locks;
+            };
             let root = fs.root().clone();
-            let m = Arc::new(Mount {
-                id: self.vfs.next_mount_id(),
+            let m = Arc::new(Mount::new(
+                self.vfs.next_mount_id(),
                 fs,
                 root,
-                parent: Some((p.mnt.clone(), d)),
-                users: Default::default(),
-                detached: Default::default(),
-            });
-            let _l = self.vfs.lock_mounts();
-            let old = walk::mount_table(&self.vfs, cx.guard);
-            let mut all = old.all.clone();
+                Some((p.mnt.clone(), d.clone())),
+            ));
+            let mut all = table.all.clone();
             all.push(m);
-            self.vfs.mount_seq.write_begin();
-            p.d.flags.fetch_or(MOUNTED, SeqCst);
-            self.vfs.publish_mounts(MountTable::build(all), cx.guard);
-            self.vfs.mount_seq.write_end();
+            effect(|| {
+                self.vfs.mount_seq().write_begin();
+                d.flags.fetch_or(MOUNTED, SeqCst);
+                self.vfs.publish_mounts(MountTable::build(all), cx.guard);
+                self.vfs.mount_seq().write_end();
+            });
             Ok(())
         })
     }
 
     /// Unmounts the file system mounted at `path` (root only): `EBUSY` while files,
-    /// working directories or other mounts are inside it, `EINVAL` if `path` is not a mount.
+    /// working directories, operations or other mounts are inside it, `EINVAL` if `path`
+    /// is not a mount.
     pub fn umount(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = cpath(path.as_ref())?;
         if path.is_empty() {
@@ -2535,8 +2612,9 @@ impl Process {
             return Err(Errno::EPERM);
         }
         self.at(Fd::CWD, path, |cx, start| {
-            let p = Self::resolve(cx, start, path, true)?;
-            if !std::ptr::eq(p.d, &*p.mnt.root) || p.mnt.parent.is_none() {
+            // No hold: it would count as a user of the very mount to detach.
+            let p = Self::resolve_unheld(cx, start, path, true)?;
+            if p.d != p.mnt.root.ptr() || p.mnt.parent.is_none() {
                 return Err(Errno::EINVAL);
             }
             let target = p.mnt.clone();
@@ -2552,30 +2630,29 @@ impl Process {
             }) {
                 return Err(Errno::EBUSY);
             }
-            self.vfs.mount_seq.write_begin();
-            fence(SeqCst);
-            if target.users.sum() != 0 {
-                self.vfs.mount_seq.write_end();
-                return Err(Errno::EBUSY);
-            }
             let all: Vec<_> = old
                 .all
                 .iter()
                 .filter(|m| !Arc::ptr_eq(m, &target))
                 .cloned()
                 .collect();
-            let (pm, pd) = target.parent.as_ref().expect("checked above");
-            if !all
+            let (_, pd) = target.parent.as_ref().expect("checked above");
+            let still_mounted = all
                 .iter()
-                .any(|m| m.parent.as_ref().is_some_and(|(_, d)| d == pd))
-            {
-                pd.flags.fetch_and(!MOUNTED, SeqCst);
-            }
-            let _ = pm;
-            target.detached.store(true, SeqCst);
-            self.vfs.publish_mounts(MountTable::build(all), cx.guard);
-            self.vfs.mount_seq.write_end();
-            Ok(())
+                .any(|m| m.parent.as_ref().is_some_and(|(_, d)| d == pd));
+            effect(|| {
+                self.vfs.mount_seq().write_begin();
+                if !target.detach_if_unused() {
+                    self.vfs.mount_seq().write_end();
+                    return Err(Errno::EBUSY);
+                }
+                if !still_mounted {
+                    pd.flags.fetch_and(!MOUNTED, SeqCst);
+                }
+                self.vfs.publish_mounts(MountTable::build(all), cx.guard);
+                self.vfs.mount_seq().write_end();
+                Ok(())
+            })
         })
     }
 
@@ -2703,13 +2780,13 @@ impl Process {
 
 /// Whether `a` is `b` or one of its ancestors. The caller holds the rename lock of their
 /// file system, so directory parents do not change.
-fn is_ancestor(a: &Dentry, b: &Dentry, g: &Guard) -> bool {
+fn is_ancestor(a: DPtr<'_>, b: DPtr<'_>, g: &Guard) -> bool {
     let mut cur = Some(b);
     while let Some(c) = cur {
-        if std::ptr::eq(a, c) {
+        if a == c {
             return true;
         }
-        cur = c.parent(g);
+        cur = c.get().parent(g);
     }
     false
 }

@@ -1,10 +1,13 @@
 //! The one place that names atomics for the engine's small protocols, and the protocols
 //! themselves: a sequence counter ([`SeqCount`]), a reference count with a dead state
-//! ([`RefCount`]), a striped counter ([`StripedCounter`]) and a table of hashed locks
-//! ([`LockTable`]).
+//! ([`RefCount`]), the namespace-change protocol ([`ChangeSeq`]), check mode's record of
+//! mutations (`effects`), a striped counter ([`StripedCounter`]) and a table of hashed
+//! locks ([`LockTable`]).
 //!
-//! Under `--cfg loom` the atomics of [`SeqCount`] and [`RefCount`] come from loom, so the
-//! models in `tests` below explore every interleaving of the protocols.
+//! Every other module takes its atomics from here. Under `--cfg loom` they come from loom,
+//! so the models (here and in `dentry`, `name`, `walk`, `file`, `mount`) explore every
+//! interleaving of the protocols; sizes shrink under loom (two counter stripes) so that the
+//! models stay small and collisions likely.
 //!
 //! # Sequence counter
 //! A writer holds the lock of the object it changes, makes the count odd
@@ -32,36 +35,84 @@
 //! `put` that drops the count to zero then tries `0 -> DEAD`; exactly one caller wins that
 //! CAS and destroys the object (after a grace period), even when a reviver races with it.
 
+//! # Namespace changes
+//! [`ChangeSeq`] is a seqlock for many concurrent writers: `active` counts changes in
+//! progress and `gen` counts finished ones. A change increments `active`, then makes its
+//! stores; at its end it increments `gen`, then decrements `active`. A reader takes a
+//! snapshot (`gen`, if `active` is zero), reads, and takes another: equal snapshots mean no
+//! change was in progress while it read, and none finished. Parity would not do: two
+//! overlapping changes leave a doubly bumped counter even while both are in progress.
+//!
+//! Only acquire/release orderings are relied on (loom checks them): a reader that sees a
+//! change's store sees its `active` increment, or the decrement that follows its `gen`
+//! increment, and so fails validation. That holds for a snapshot kept as long as one likes
+//! (the path cache keeps them in entries): `gen` is 64 bits and never wraps in practice.
+//!
+//! | `active` | meaning |
+//! |---|---|
+//! | 0 | no change in progress; `gen` identifies the state |
+//! | n > 0 | n changes between `begin` and `end`: no snapshot |
+//!
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
+
+#[cfg(not(loom))]
+pub(crate) use parking_lot::{Mutex, MutexGuard};
+
+/// A mutex for the protocols the loom models contend on (loom's, under loom; parking_lot's
+/// otherwise), with parking_lot's interface.
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(crate) struct Mutex<T>(loom::sync::Mutex<T>);
+
+#[cfg(loom)]
+pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+#[cfg(loom)]
+impl<T> Mutex<T> {
+    pub(crate) fn new(v: T) -> Mutex<T> {
+        Mutex(loom::sync::Mutex::new(v))
+    }
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().expect("no panics while locked")
+    }
+}
 
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 
 /// A sequence counter. See the module docs for the protocol.
+///
+/// 64 bits wide: a reader may keep a sampled count for as long as it likes (the path cache
+/// keeps them in its entries), and a 32-bit count passes the same value again after 2^31
+/// write sections.
 #[derive(Debug, Default)]
-pub struct SeqCount(AtomicU32);
+pub struct SeqCount(AtomicU64);
 
 impl SeqCount {
     /// A counter at zero (even: no writer).
     #[cfg(not(loom))]
     pub const fn new() -> SeqCount {
-        SeqCount(AtomicU32::new(0))
+        SeqCount(AtomicU64::new(0))
     }
 
     /// A counter at zero (even: no writer).
     #[cfg(loom)]
     pub fn new() -> SeqCount {
-        SeqCount(AtomicU32::new(0))
+        SeqCount(AtomicU64::new(0))
     }
 
     /// Samples the count, or `None` while a writer is active (the caller retries or falls
     /// back).
     #[inline]
-    pub fn read_begin(&self) -> Option<u32> {
+    pub fn read_begin(&self) -> Option<u64> {
         let s = self.0.load(Acquire);
         if s & 1 == 0 {
             Some(s)
@@ -72,26 +123,26 @@ impl SeqCount {
 
     /// Samples the count, spinning while a writer is active.
     #[inline]
-    pub fn read_begin_spin(&self) -> u32 {
+    pub fn read_begin_spin(&self) -> u64 {
         loop {
             if let Some(s) = self.read_begin() {
                 return s;
             }
-            std::hint::spin_loop();
+            spin();
         }
     }
 
     /// Whether the values read since `read_begin` returned `start` may be inconsistent.
     #[inline]
-    pub fn read_retry(&self, start: u32) -> bool {
+    pub fn read_retry(&self, start: u64) -> bool {
         // Orders the relaxed field loads before the second count load.
         fence(Acquire);
         self.0.load(Relaxed) != start
     }
 
-    /// The count as it is now, without waiting for a writer (for validation only).
+    /// The count as it is now, without waiting for a writer (odd while one is active).
     #[inline]
-    pub fn raw(&self) -> u32 {
+    pub fn raw(&self) -> u64 {
         self.0.load(Acquire)
     }
 
@@ -118,6 +169,246 @@ impl SeqCount {
     pub fn bump(&self) {
         self.write_begin();
         self.write_end();
+    }
+
+    /// Moves the count on by `n` write sections at once (tests of what a reader that kept
+    /// an old sample sees after many writes).
+    #[cfg(test)]
+    pub(crate) fn advance(&self, n: u64) {
+        self.0.fetch_add(2 * n, SeqCst);
+    }
+}
+
+/// A 32-bit [`SeqCount`], for counters whose readers never keep a sample beyond one
+/// read (an inode's attributes: `stat` samples, copies and re-checks at once), where the
+/// wider count would only cost space.
+#[derive(Debug, Default)]
+pub struct SeqCount32(AtomicU32);
+
+impl SeqCount32 {
+    /// A counter at zero.
+    pub fn new() -> SeqCount32 {
+        SeqCount32(AtomicU32::new(0))
+    }
+
+    /// Samples the count, spinning while a writer is active.
+    #[inline]
+    pub fn read_begin_spin(&self) -> u32 {
+        loop {
+            let s = self.0.load(Acquire);
+            if s & 1 == 0 {
+                return s;
+            }
+            spin();
+        }
+    }
+
+    /// Whether the values read since `start` was sampled may be inconsistent.
+    #[inline]
+    pub fn read_retry(&self, start: u32) -> bool {
+        fence(Acquire);
+        self.0.load(Relaxed) != start
+    }
+
+    /// Starts a write; the caller holds the lock that serializes writers.
+    #[inline]
+    pub fn write_begin(&self) {
+        let prev = self.0.fetch_add(1, SeqCst);
+        debug_assert!(prev & 1 == 0, "nested seqcount writer");
+        fence(Release);
+    }
+
+    /// Ends a write.
+    #[inline]
+    pub fn write_end(&self) {
+        let prev = self.0.fetch_add(1, Release);
+        debug_assert!(prev & 1 == 1, "seqcount write_end without write_begin");
+    }
+}
+
+#[inline]
+fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// The namespace-change protocol behind the path cache: a count of changes in progress
+/// and a generation that every finished change moves on. See "Namespace changes" in the
+/// module docs.
+#[derive(Debug, Default)]
+pub struct ChangeSeq {
+    /// Changes in progress.
+    active: AtomicU64,
+    /// Changes finished.
+    gen: AtomicU64,
+}
+
+impl ChangeSeq {
+    /// No change begun.
+    #[cfg(not(loom))]
+    pub const fn new() -> ChangeSeq {
+        ChangeSeq {
+            active: AtomicU64::new(0),
+            gen: AtomicU64::new(0),
+        }
+    }
+
+    /// No change begun.
+    #[cfg(loom)]
+    pub fn new() -> ChangeSeq {
+        ChangeSeq {
+            active: AtomicU64::new(0),
+            gen: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a change: from here until [`ChangeSeq::end`], no snapshot is taken, and one
+    /// taken before stops validating once its reader has seen any store the change makes
+    /// after this call.
+    #[inline]
+    pub fn begin(&self) {
+        self.active.fetch_add(1, Relaxed);
+        // The change's stores come after the count: whoever reads one of them (and then
+        // runs an acquire fence, as every validation does) reads the count too.
+        fence(Release);
+    }
+
+    /// Ends a change begun by [`ChangeSeq::begin`].
+    #[inline]
+    pub fn end(&self) {
+        self.gen.fetch_add(1, Release);
+        // Release: a reader that sees the count drop sees the generation move.
+        self.active.fetch_sub(1, Release);
+    }
+
+    /// The generation if no change is in progress. Validating a snapshot is taking another
+    /// one (after the reads it covers) and comparing.
+    #[inline]
+    pub fn snapshot(&self) -> Option<u64> {
+        // Orders the caller's earlier reads before the count: a change whose store one of
+        // them saw is counted below, or its end has moved the generation.
+        fence(Acquire);
+        // The count first: if it reads a finished change's decrement, the generation read
+        // after it includes that change.
+        if self.active.load(Acquire) != 0 {
+            return None;
+        }
+        Some(self.gen.load(Acquire))
+    }
+}
+
+/// The namespace's changes of resolution (see `pathcache`): one for the whole process, so
+/// that a file system mounted in several namespaces invalidates all of them.
+#[cfg(not(loom))]
+pub(crate) fn ns_changes() -> &'static ChangeSeq {
+    static NS: CachePadded<ChangeSeq> = CachePadded::new(ChangeSeq::new());
+    &NS
+}
+
+/// The namespace's changes of resolution (see `pathcache`).
+#[cfg(loom)]
+pub(crate) fn ns_changes() -> &'static ChangeSeq {
+    loom::lazy_static! {
+        static ref NS: ChangeSeq = ChangeSeq::new();
+    }
+    &NS
+}
+
+/// A change of resolution in progress; ends when dropped. See [`ns_changes`].
+pub(crate) struct NsChange(());
+
+impl NsChange {
+    /// Begins a change of how existing paths resolve.
+    #[inline]
+    pub(crate) fn begin() -> NsChange {
+        ns_changes().begin();
+        NsChange(())
+    }
+}
+
+impl Drop for NsChange {
+    #[inline]
+    fn drop(&mut self) {
+        ns_changes().end();
+    }
+}
+
+/// Check mode's record of namespace mutations (see `walk`, "Check mode"). Every mutation
+/// that can change what a walk, a `stat` identity or an `access` answer is bracketed by
+/// [`effect`], tightly: the bracket opens after the mutation's locks are taken and closes
+/// before they are released, so any walk that sees the mutation sees the bracket too.
+/// Counting is on only while some namespace has check mode on: otherwise a bracket costs
+/// one relaxed load.
+pub(crate) mod effects {
+    use super::*;
+
+    struct Effects {
+        /// Namespaces with check mode on.
+        enabled: AtomicUsize,
+        /// Brackets open now.
+        active: AtomicU64,
+        /// Brackets opened or closed so far.
+        total: AtomicU64,
+    }
+
+    #[cfg(not(loom))]
+    fn get() -> &'static Effects {
+        static E: Effects = Effects {
+            enabled: AtomicUsize::new(0),
+            active: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+        };
+        &E
+    }
+
+    #[cfg(loom)]
+    fn get() -> &'static Effects {
+        loom::lazy_static! {
+            static ref E: Effects = Effects {
+                enabled: AtomicUsize::new(0),
+                active: AtomicU64::new(0),
+                total: AtomicU64::new(0),
+            };
+        }
+        &E
+    }
+
+    /// A namespace turned check mode on (`true`) or off.
+    pub(crate) fn enable(on: bool) {
+        if on {
+            get().enabled.fetch_add(1, SeqCst);
+        } else {
+            get().enabled.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// Runs the mutation `f` inside a bracket.
+    #[inline]
+    pub(crate) fn effect<R>(f: impl FnOnce() -> R) -> R {
+        let e = get();
+        if e.enabled.load(Relaxed) == 0 {
+            return f();
+        }
+        e.active.fetch_add(1, SeqCst);
+        e.total.fetch_add(1, SeqCst);
+        let r = f();
+        e.total.fetch_add(1, SeqCst);
+        e.active.fetch_sub(1, SeqCst);
+        r
+    }
+
+    /// The brackets opened or closed so far, or `None` while one is open. Two equal
+    /// readings mean no mutation happened in between.
+    pub(crate) fn reading() -> Option<u64> {
+        let e = get();
+        if e.active.load(SeqCst) != 0 {
+            return None;
+        }
+        // A bracket opened after the load above is counted here, or closes later and
+        // moves `total` before the next reading.
+        Some(e.total.load(SeqCst))
     }
 }
 
@@ -187,7 +478,12 @@ impl RefCount {
 /// How many stripes [`StripedCounter`] and [`LockTable`] use by default. Twice the cores
 /// of the machines we target keeps two threads off one line with high probability, while
 /// summing stays cheap.
+#[cfg(not(loom))]
 const STRIPES: usize = 64;
+/// Under loom, two stripes: enough for the models' threads to land on different ones or the
+/// same one, and few objects for the model to track.
+#[cfg(loom)]
+const STRIPES: usize = 2;
 
 fn stripe_index() -> usize {
     use std::cell::Cell;
@@ -210,13 +506,15 @@ fn stripe_index() -> usize {
 /// it sums the stripes. Used for statistics that commuting operations all update (file and
 /// block counts of a file system).
 pub struct StripedCounter {
-    stripes: Box<[CachePadded<std::sync::atomic::AtomicI64>]>,
+    stripes: Box<[CachePadded<AtomicI64>]>,
 }
 
 impl Default for StripedCounter {
     fn default() -> Self {
         StripedCounter {
-            stripes: (0..STRIPES).map(|_| CachePadded::new(0.into())).collect(),
+            stripes: (0..STRIPES)
+                .map(|_| CachePadded::new(AtomicI64::new(0)))
+                .collect(),
         }
     }
 }
@@ -257,10 +555,17 @@ impl LockTable {
         }
     }
 
-    /// The lock for `key`.
+    /// How many locks the table has (a power of two).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// The lock for `index` (taken modulo the table's size: indexes that are equal modulo
+    /// [`LockTable::len`] share a lock).
     #[inline]
-    pub fn lock(&self, key: u64) -> parking_lot::MutexGuard<'_, ()> {
-        self.locks[(key as usize) & (self.locks.len() - 1)].lock()
+    pub fn lock(&self, index: usize) -> parking_lot::MutexGuard<'_, ()> {
+        self.locks[index & (self.locks.len() - 1)].lock()
     }
 }
 
@@ -276,6 +581,135 @@ mod loom_models {
     use loom::sync::atomic::AtomicU64 as LAtomicU64;
     use loom::sync::Arc;
     use loom::thread;
+    use std::sync::atomic::Ordering::{Acquire, Relaxed};
+
+    /// What the path cache needs of a namespace-change protocol (the real one, and the one
+    /// it replaced, to show that the model catches the latter).
+    trait Changes: Send + Sync + 'static {
+        fn new() -> Self;
+        fn begin(&self);
+        fn end(&self);
+        fn snapshot(&self) -> Option<u64>;
+    }
+
+    impl Changes for ChangeSeq {
+        fn new() -> Self {
+            ChangeSeq::new()
+        }
+        fn begin(&self) {
+            ChangeSeq::begin(self)
+        }
+        fn end(&self) {
+            ChangeSeq::end(self)
+        }
+        fn snapshot(&self) -> Option<u64> {
+            ChangeSeq::snapshot(self)
+        }
+    }
+
+    /// The protocol before issue 8: one generation, bumped before and after each change,
+    /// and compared as it is.
+    struct TwoBumps(LAtomicU64);
+
+    impl Changes for TwoBumps {
+        fn new() -> Self {
+            TwoBumps(LAtomicU64::new(0))
+        }
+        fn begin(&self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+        fn end(&self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+        fn snapshot(&self) -> Option<u64> {
+            fence(Acquire);
+            Some(self.0.load(Acquire))
+        }
+    }
+
+    /// One renamer and one reader. The renamer moves `/a` away (the path `/a/b/f` stops
+    /// resolving: `gone` goes 0 -> 1) inside a change. The reader walks the path and caches
+    /// the result under its snapshot; then it sees the rename's effect; then it probes the
+    /// cache. A hit must never answer from before the effect it has seen.
+    fn stale_hit_model<C: Changes>() {
+        loom::model(|| {
+            let ns = Arc::new(C::new());
+            let gone = Arc::new(LAtomicU64::new(0));
+            let w = {
+                let (ns, gone) = (ns.clone(), gone.clone());
+                thread::spawn(move || {
+                    ns.begin();
+                    gone.store(1, Relaxed);
+                    ns.end();
+                })
+            };
+            // The walk, validated before it is cached.
+            let mut cache = None;
+            if let Some(g) = ns.snapshot() {
+                let v = gone.load(Relaxed);
+                if ns.snapshot() == Some(g) {
+                    cache = Some((g, v));
+                }
+            }
+            // A later operation sees the rename (its validation orders what follows).
+            let seen = gone.load(Relaxed);
+            if let Some((g, v)) = cache {
+                if ns.snapshot() == Some(g) {
+                    let answer = v;
+                    if ns.snapshot() == Some(g) && seen == 1 {
+                        assert_eq!(answer, 1, "a cached walk from before a change it has seen");
+                    }
+                }
+            }
+            w.join().unwrap();
+        });
+    }
+
+    /// The path-cache invalidation protocol (issue 8, defect 3).
+    #[test]
+    fn change_seq_no_stale_hit() {
+        stale_hit_model::<ChangeSeq>();
+    }
+
+    /// The protocol it replaced fails the same model.
+    #[test]
+    #[should_panic(expected = "a cached walk from before a change it has seen")]
+    fn two_bumps_gives_a_stale_hit() {
+        stale_hit_model::<TwoBumps>();
+    }
+
+    /// Two overlapping changes: no snapshot is taken while either is in progress, and a
+    /// snapshot from before both never validates after either.
+    #[test]
+    fn change_seq_overlapping_changes() {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(|| {
+            let ns = Arc::new(ChangeSeq::new());
+            let x = Arc::new(LAtomicU64::new(0));
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    let (ns, x) = (ns.clone(), x.clone());
+                    thread::spawn(move || {
+                        ns.begin();
+                        x.fetch_add(1, Relaxed);
+                        ns.end();
+                    })
+                })
+                .collect();
+            if let Some(g) = ns.snapshot() {
+                let v = x.load(Relaxed);
+                let v2 = x.load(Relaxed);
+                if ns.snapshot() == Some(g) {
+                    assert_eq!(v, v2, "a validated read saw a change happen");
+                }
+            }
+            for h in hs {
+                h.join().unwrap();
+            }
+            assert_eq!(ns.snapshot(), Some(2));
+        });
+    }
 
     /// A writer stores two fields that must always be equal; a reader that passes
     /// validation must never see them differ.

@@ -5,35 +5,53 @@
 //! guard it steps from dentry to dentry through the dentry hash, writing no shared memory
 //! and taking no reference. Each step samples the child's sequence counter and then checks
 //! that the parent's did not move since it was sampled, so every step is a decision the
-//! locked walk could have made at that moment. Mount crossings and `..` are validated the
-//! same way, and the walk's result carries the counters the caller re-checks after using
-//! it (`stat`, `access` and `readlink` finish inside the guard and take no reference at
-//! all; `open` takes its references, then validates).
+//! locked walk could have made at that moment. `..` samples the parent first and then
+//! validates the child, as Linux `follow_dotdot_rcu` does. Mount crossings are validated
+//! against the mount sequence counter, and the walk's result carries the counters the
+//! caller re-checks after using it (`stat`, `access` and `readlink` finish inside the guard
+//! and take no reference at all; `open` takes its references, then validates).
 //!
 //! # Locked walk
 //! The same code with `locked = true`: every lookup takes the directory's mutex, where the
 //! answer is authoritative, and a miss caches a negative dentry. It is what runs when the
-//! cache cannot answer; for memfs that is only a first lookup of a missing name.
+//! cache cannot answer; for memfs that is only a first lookup of a missing name. Each step
+//! is valid when it is made; nothing is held between steps but the epoch guard.
 //!
 //! # Falling back
 //! The fast walk never guesses. Whenever a counter moved, a chain lookup missed, or a
-//! writer is active, it returns [`Fail::Retry`], and [`with_walk`] runs the whole operation
-//! again in locked mode. The locked walk never returns `Retry`.
+//! writer is active, it returns [`Fail::Retry`], and [`retry`] (or [`with_walk`]) runs the
+//! whole operation again in locked mode. A locked walk returns `Retry` only when what it
+//! found went away before the caller could take its reference (a dentry found dead, or
+//! the mount it stands in detached by `umount`): the driver then walks again, still
+//! locked. Each such round follows a namespace or mount change that completed meanwhile,
+//! so the system makes progress, as with the fast walk's retries; no mode ever retries in
+//! a way it cannot.
+//!
+//! # Holding a position
+//! An operation that acts where a walk ended (open, create, unlink, rename, chdir, chmod,
+//! mount) counts itself as a user of that mount before it validates the walk
+//! ([`Walked::hold`], or [`Walked::confirm`] when its open file or working directory
+//! already counts): that is the holder's half of the umount handshake (see `mount`).
 //!
 //! # Check mode
-//! With [`crate::Vfs::set_check_mode`], [`with_walk`] repeats each successful fast walk in
-//! locked mode and panics if the two disagree while no namespace change happened in
-//! between (a counter bumped by every change in check mode tells).
+//! With [`crate::Vfs::set_check_mode`], [`with_walk`] repeats each fast answer (and each
+//! path-cache answer) in locked mode and panics if the two disagree while no namespace
+//! mutation happened in between. Mutations are counted by tight brackets around their
+//! stores, closed before their locks are released (`sync::effects`), so a change that
+//! happened before the fast answer was given excuses nothing: an answer that is stale
+//! after the change (a path-cache entry that outlived it) is caught.
 //!
 //! # Lock order
 //! The walk holds at most one lock at a time: a directory mutex during a locked lookup
-//! (with a bucket lock nested inside, see `dentry`).
+//! (with a bucket lock nested inside, see `dentry`), or the mount lock while confirming a
+//! locked walk's mount.
 
-use crate::dentry::{Dentry, RcuLookup, MOUNTED};
+use crate::dentry::{DPtr, RcuLookup, MOUNTED};
 use crate::errno::Errno;
 use crate::inode::Inode;
-use crate::mount::{key, Mount, MountTable};
+use crate::mount::{key, Mount, MountHold, MountTable};
 use crate::name::{check_len, scan, Component};
+use crate::sync::effects;
 use crate::types::limits::MAXSYMLINKS;
 use crate::types::Creds;
 use crate::Vfs;
@@ -44,7 +62,8 @@ use std::sync::Arc;
 /// Why a walk stopped without a result.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub(crate) enum Fail {
-    /// The lockless walk could not validate what it saw: run again with locks.
+    /// Fast mode: what was seen could not be validated; run again with locks. Locked mode:
+    /// what was found went away before the caller took its reference; walk again.
     Retry,
     /// A validated error.
     Err(Errno),
@@ -60,7 +79,7 @@ impl From<Errno> for Fail {
 pub(crate) struct Ctx<'g> {
     pub vfs: &'g Vfs,
     pub root_mnt: &'g Arc<Mount>,
-    pub root: &'g Dentry,
+    pub root: DPtr<'g>,
     pub creds: &'g Creds,
     /// Identity of `creds` for the path cache; 0 for credentials that are not cached.
     pub creds_id: u64,
@@ -72,8 +91,8 @@ pub(crate) struct Ctx<'g> {
 #[derive(Clone, Copy)]
 pub(crate) struct Pos<'g> {
     pub mnt: &'g Arc<Mount>,
-    pub d: &'g Dentry,
-    pub seq: u32,
+    pub d: DPtr<'g>,
+    pub seq: u64,
     pub inode: Option<&'g Inode>,
 }
 
@@ -81,7 +100,7 @@ impl<'g> Pos<'g> {
     /// Stands on `d` in `mnt`, sampling its counter in fast mode.
     pub fn at(
         mnt: &'g Arc<Mount>,
-        d: &'g Dentry,
+        d: DPtr<'g>,
         locked: bool,
         guard: &'g Guard,
     ) -> Result<Pos<'g>, Fail> {
@@ -94,7 +113,7 @@ impl<'g> Pos<'g> {
             mnt,
             d,
             seq,
-            inode: d.inode(guard),
+            inode: d.get().inode(guard),
         })
     }
 
@@ -103,8 +122,8 @@ impl<'g> Pos<'g> {
         self.inode.ok_or(Fail::Err(Errno::ENOENT))
     }
 
-    fn same(&self, mnt: &Arc<Mount>, d: &Dentry) -> bool {
-        std::ptr::eq(self.d, d) && Arc::ptr_eq(self.mnt, mnt)
+    fn same(&self, mnt: &Arc<Mount>, d: DPtr<'_>) -> bool {
+        self.d.as_ptr() == d.as_ptr() && Arc::ptr_eq(self.mnt, mnt)
     }
 }
 
@@ -142,26 +161,51 @@ pub(crate) enum Found<'a, 'g> {
 pub(crate) struct Walked<'a, 'g> {
     pub found: Found<'a, 'g>,
     locked: bool,
-    mount_seq: u32,
+    /// The mount sequence when the walk began (fast mode: even; locked mode: as read).
+    mount_seq: u64,
 }
 
 impl<'a, 'g> Walked<'a, 'g> {
-    /// Re-checks, after the caller used the result, that it still holds (fast mode).
+    /// Re-checks, after the caller used the result, that it still holds (fast mode; a
+    /// locked result needs no check to be read).
     pub fn validate(&self, ctx: &Ctx<'g>) -> Result<(), Fail> {
         if self.locked {
             return Ok(());
         }
-        let p = match &self.found {
-            Found::Final(p) => p,
-            Found::Parent(p, _, _) => p,
-        };
-        if p.d.seq.read_retry(p.seq) || ctx.vfs.mount_seq.read_retry(self.mount_seq) {
+        let p = self.pos();
+        if p.d.seq.read_retry(p.seq) || ctx.vfs.mount_seq().read_retry(self.mount_seq) {
             return Err(Fail::Retry);
         }
         Ok(())
     }
 
-    /// The final position (for walks without `parent`).
+    /// For a caller that already counts as a user of the final mount (an open file, a
+    /// working directory): the holder's half of the umount handshake, then
+    /// [`Walked::validate`].
+    pub fn confirm(&self, ctx: &Ctx<'g>) -> Result<(), Fail> {
+        let p = self.pos();
+        if !p
+            .mnt
+            .confirm(&ctx.vfs.mount_sync, self.mount_seq, self.locked)
+        {
+            return Err(Fail::Retry);
+        }
+        self.validate(ctx)
+    }
+
+    /// Counts the caller as a user of the final mount for as long as the hold lives, then
+    /// validates (see "Holding a position").
+    pub fn hold(&self, ctx: &Ctx<'g>) -> Result<MountHold<'g>, Fail> {
+        let p = self.pos();
+        let h = p
+            .mnt
+            .hold(&ctx.vfs.mount_sync, self.mount_seq, self.locked)
+            .ok_or(Fail::Retry)?;
+        self.validate(ctx)?;
+        Ok(h)
+    }
+
+    /// The final position (for walks without `parent`), or the parent.
     pub fn pos(&self) -> Pos<'g> {
         match &self.found {
             Found::Final(p) => *p,
@@ -232,12 +276,12 @@ pub(crate) fn walk<'a, 'g: 'a>(
     links: &mut u32,
 ) -> Result<Walked<'a, 'g>, Fail> {
     let mount_seq = if locked {
-        0
+        ctx.vfs.mount_seq().raw()
     } else {
-        ctx.vfs.mount_seq.read_begin().ok_or(Fail::Retry)?
+        ctx.vfs.mount_seq().read_begin().ok_or(Fail::Retry)?
     };
     let r = walk_inner(ctx, start, path, flags, locked, links);
-    if !locked && ctx.vfs.mount_seq.read_retry(mount_seq) {
+    if !locked && ctx.vfs.mount_seq().read_retry(mount_seq) {
         return Err(Fail::Retry);
     }
     Ok(Walked {
@@ -365,10 +409,10 @@ fn validated(p: Pos<'_>, locked: bool, e: Errno) -> Fail {
 /// Looks `c` up in `pos` without locks, like Linux `lookup_fast` in RCU mode.
 #[inline]
 fn lookup_fast<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<Pos<'g>, Fail> {
-    let RcuLookup::Found(d, seq) = pos.mnt.fs.dcache.lookup_rcu(pos.d, c, ctx.guard) else {
+    let RcuLookup::Found(d, seq) = pos.mnt.fs.dcache.lookup_rcu(&pos.d, c, ctx.guard) else {
         return Err(Fail::Retry);
     };
-    let inode = d.inode(ctx.guard);
+    let inode = d.get().inode(ctx.guard);
     if pos.d.seq.read_retry(pos.seq) || d.seq.read_retry(seq) {
         return Err(Fail::Retry);
     }
@@ -395,13 +439,13 @@ fn lookup_locked<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<P
     // Like Linux, a name's length is checked at the lookup in a live directory. A name
     // that long is never cached, so the fast walk always comes here for it.
     check_len(c)?;
-    match fs.dcache.lookup_locked(pos.d, c, ctx.guard) {
+    match fs.dcache.lookup_locked(&pos.d, c, ctx.guard) {
         Some(d) => {
             let p = Pos {
                 mnt: pos.mnt,
                 d,
                 seq: 0,
-                inode: d.inode(ctx.guard),
+                inode: d.get().inode(ctx.guard),
             };
             drop(st);
             if d.flags() & MOUNTED != 0 {
@@ -449,10 +493,28 @@ pub(crate) fn mount_at<'g>(vfs: &'g Vfs, idx: usize, guard: &'g Guard) -> Option
 
 /// Moves from a mount point to the root of the top mount on it.
 fn cross_mounts<'g>(ctx: &Ctx<'g>, p: Pos<'g>, locked: bool) -> Result<Pos<'g>, Fail> {
-    match mount_table(ctx.vfs, ctx.guard).top.get(&key(p.mnt, p.d)) {
-        Some(m) => Pos::at(m, &m.root, locked, ctx.guard),
+    match mount_table(ctx.vfs, ctx.guard).top.get(&key(p.mnt, &p.d)) {
+        Some(m) => Pos::at(m, m.root.ptr(), locked, ctx.guard),
         None => Ok(p),
     }
+}
+
+/// One step up from `pos` within its mount: the parent, sampled before `pos` is validated
+/// (like Linux `follow_dotdot_rcu`), so that the parent's sample is taken while it was
+/// still `pos`'s parent. `None` at a file system root.
+pub(crate) fn parent_step<'g>(
+    pos: Pos<'g>,
+    locked: bool,
+    guard: &'g Guard,
+) -> Result<Option<Pos<'g>>, Fail> {
+    let Some(parent) = pos.d.get().parent(guard) else {
+        return Ok(None);
+    };
+    let up = Pos::at(pos.mnt, parent, locked, guard)?;
+    if !locked && pos.d.seq.read_retry(pos.seq) {
+        return Err(Fail::Retry);
+    }
+    Ok(Some(up))
 }
 
 /// `..`: up one level, leaving mounts at their roots, never above the caller's root.
@@ -461,78 +523,195 @@ fn dotdot<'g>(ctx: &Ctx<'g>, mut pos: Pos<'g>, locked: bool) -> Result<Pos<'g>, 
         if pos.same(ctx.root_mnt, ctx.root) {
             return Ok(pos);
         }
-        if std::ptr::eq(pos.d, &*pos.mnt.root) {
+        if pos.d.is(&pos.mnt.root) {
             match &pos.mnt.parent {
                 Some((pm, pd)) => {
-                    pos = Pos::at(pm, pd, locked, ctx.guard)?;
+                    pos = Pos::at(pm, pd.ptr(), locked, ctx.guard)?;
                     continue;
                 }
                 None => return Ok(pos),
             }
         }
-        let Some(parent) = pos.d.parent(ctx.guard) else {
+        let Some(up) = parent_step(pos, locked, ctx.guard)? else {
             return Ok(pos);
         };
-        if !locked && pos.d.seq.read_retry(pos.seq) {
-            return Err(Fail::Retry);
-        }
-        let up = Pos::at(pos.mnt, parent, locked, ctx.guard)?;
-        if parent.flags() & MOUNTED != 0 {
+        if up.d.flags() & MOUNTED != 0 {
             return cross_mounts(ctx, up, locked);
         }
         return Ok(up);
     }
 }
 
-/// Runs `op` with the fast walk, and again with the locked walk if it asks to retry. In
-/// check mode, a fast result is compared with a locked one.
+/// Runs `op` in locked mode until it stops asking to walk again (see "Falling back").
+fn locked<T>(op: &mut impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
+    loop {
+        match op(true) {
+            Ok(v) => return Ok(v),
+            Err(Fail::Err(e)) => return Err(e),
+            Err(Fail::Retry) => std::hint::spin_loop(),
+        }
+    }
+}
+
+/// Runs `op` with the fast walk, then locked if it asks to retry.
+pub(crate) fn retry<T>(mut op: impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
+    match op(false) {
+        Ok(v) => Ok(v),
+        Err(Fail::Err(e)) => Err(e),
+        Err(Fail::Retry) => locked(&mut op),
+    }
+}
+
+/// Like [`retry`]; in check mode, a fast answer is compared with a locked one.
 pub(crate) fn with_walk<T: PartialEq + std::fmt::Debug>(
     vfs: &Vfs,
     mut op: impl FnMut(bool) -> Result<T, Fail>,
 ) -> Result<T, Errno> {
-    let check = vfs.check_mode();
-    let before = if check { vfs.change_count() } else { 0 };
-    match op(false) {
-        Err(Fail::Retry) => {}
-        Err(Fail::Err(e)) => {
-            if check {
-                compare(vfs, before, &Err(e), op(true));
-            }
-            return Err(e);
-        }
-        Ok(v) => {
-            if check {
-                let r: Result<T, Errno> = Ok(v);
-                compare(vfs, before, &r, op(true));
-                return r;
-            }
-            return Ok(v);
-        }
+    if !vfs.check_mode() {
+        return retry(op);
     }
-    match op(true) {
-        Ok(v) => Ok(v),
+    let before = effects::reading();
+    let fast = match op(false) {
+        Err(Fail::Retry) => return locked(&mut op),
         Err(Fail::Err(e)) => Err(e),
-        Err(Fail::Retry) => unreachable!("the locked walk never asks to retry"),
-    }
+        Ok(v) => Ok(v),
+    };
+    compare(vfs, before, &fast, op(true));
+    fast
 }
 
-/// Check mode: panics if a fast result and a locked one disagree while no namespace change
-/// happened since `before`.
+/// Check mode: panics if a fast answer and a locked one disagree while no mutation
+/// happened since the reading `before` (see "Check mode").
 pub(crate) fn compare<T: PartialEq + std::fmt::Debug>(
     vfs: &Vfs,
-    before: u64,
+    before: Option<u64>,
     fast: &Result<T, Errno>,
     locked: Result<T, Fail>,
 ) {
     let locked = match locked {
         Ok(v) => Ok(v),
         Err(Fail::Err(e)) => Err(e),
-        Err(Fail::Retry) => unreachable!("the locked walk never asks to retry"),
+        // What the locked walk found went away meanwhile: a mutation happened.
+        Err(Fail::Retry) => return,
     };
-    // `u64::MAX` says a change was in progress at one of the two readings: not judged.
-    let unchanged = before != u64::MAX && vfs.change_count() == before;
+    let unchanged = before.is_some() && effects::reading() == before;
     if unchanged && *fast != locked {
         vfs.record_check_failure();
         panic!("check mode: fast walk gave {fast:?}, locked walk gave {locked:?}");
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use crate::dentry::UNHASHED;
+    use crate::memfs::{MemFs, MemFsOptions};
+    use crate::name::scan;
+    use crate::types::{mode::S_IFDIR, Timespec};
+    use loom::thread;
+    use std::sync::atomic::{AtomicBool as StdBool, Ordering::SeqCst};
+
+    /// `..`'s step before issue 8: the child validated, then the parent sampled.
+    fn parent_step_child_first<'g>(
+        pos: Pos<'g>,
+        guard: &'g Guard,
+    ) -> Result<Option<Pos<'g>>, Fail> {
+        let Some(parent) = pos.d.get().parent(guard) else {
+            return Ok(None);
+        };
+        if pos.d.seq.read_retry(pos.seq) {
+            return Err(Fail::Retry);
+        }
+        Pos::at(pos.mnt, parent, false, guard).map(Some)
+    }
+
+    /// `/p/c`: a reader stands on `c` and steps up with `..` while a writer moves `c` to
+    /// `/c2` and then removes `p`. A validated step lands on a `p` that was still in the
+    /// tree: never on a removed directory. Returns whether some execution broke that.
+    fn dotdot_model(child_first: bool) -> bool {
+        let wrong = std::sync::Arc::new(StdBool::new(false));
+        let seen = wrong.clone();
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let fs = MemFs::new(MemFsOptions {
+                hash_buckets: 1,
+                ..Default::default()
+            });
+            let mnt = Arc::new(Mount::new(1, fs.clone(), fs.root().clone(), None));
+            let root = fs.root().clone();
+            let rdir = root.inode_arc(&crossbeam_epoch::pin()).unwrap();
+            let t = Timespec::default();
+            let pi = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+            let ci = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+            let p = fs.dcache.d_alloc(
+                root.ptr(),
+                &scan(b"p"),
+                Some(pi.clone()),
+                &mut rdir.dir().unwrap().lock(),
+            );
+            // SAFETY: hashed, and the model's tree outlives the threads.
+            let p = unsafe { crate::dentry::DPtr::new(p) };
+            let keep_p = crate::dentry::DRef::try_get(p).unwrap();
+            let c = fs
+                .dcache
+                .d_alloc(p, &scan(b"c"), Some(ci), &mut pi.dir().unwrap().lock());
+            // SAFETY: as above.
+            let c = unsafe { crate::dentry::DPtr::new(c) };
+            let w = {
+                let (fs, root, rdir, pi) = (fs.clone(), root.clone(), rdir.clone(), pi.clone());
+                let (p, c) = (p.as_ptr() as usize, c.as_ptr() as usize);
+                thread::spawn(move || {
+                    let g = crossbeam_epoch::pin();
+                    // SAFETY: as above.
+                    let (p, c) = unsafe {
+                        (
+                            crate::dentry::DPtr::new(std::ptr::NonNull::new(p as *mut _).unwrap()),
+                            crate::dentry::DPtr::new(std::ptr::NonNull::new(c as *mut _).unwrap()),
+                        )
+                    };
+                    {
+                        let mut rst = rdir.dir().unwrap().lock();
+                        let mut pst = pi.dir().unwrap().lock();
+                        fs.dcache
+                            .d_move(c, root.ptr(), &scan(b"c2"), &mut pst, Some(&mut rst), &g);
+                    }
+                    let mut rst = rdir.dir().unwrap().lock();
+                    fs.dcache.d_drop(p, &mut rst);
+                })
+            };
+            {
+                let g = crossbeam_epoch::pin();
+                if let Ok(at_c) = Pos::at(&mnt, c, false, &g) {
+                    let step = if child_first {
+                        parent_step_child_first(at_c, &g)
+                    } else {
+                        parent_step(at_c, false, &g)
+                    };
+                    if let Ok(Some(up)) = step {
+                        let removed = up.d.flags() & UNHASHED != 0;
+                        if !up.d.seq.read_retry(up.seq) && removed {
+                            seen.store(true, SeqCst);
+                        }
+                    }
+                }
+            }
+            w.join().unwrap();
+            // Torn down with the execution: nothing more may pin then.
+            std::mem::forget((fs, mnt, root, rdir, pi, keep_p));
+        });
+        wrong.load(SeqCst)
+    }
+
+    /// `..` samples the parent before validating the child (issue 8, defect 9).
+    #[test]
+    fn dotdot_samples_the_parent_first() {
+        assert!(!dotdot_model(false));
+    }
+
+    /// The old order lands on a removed directory: the model sees it.
+    #[test]
+    fn dotdot_child_first_is_caught() {
+        assert!(dotdot_model(true));
     }
 }
