@@ -862,7 +862,11 @@ mod tests {
         }
         drop(g);
         drop(root);
-        let released = || [&dir, &sub, &file].iter().all(|i| Arc::strong_count(i) == 1);
+        let released = || {
+            [&dir, &sub, &file]
+                .iter()
+                .all(|i| Arc::strong_count(i) == 1)
+        };
         assert!(collect_until(released), "inodes not released");
     }
 

@@ -2820,3 +2820,58 @@ fn _assert_send_sync() {
     ok::<Process>();
     ok::<Vfs>();
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::name::scan;
+
+    /// Issue 8, defect 3, without the race: a directory rename is in progress (its change
+    /// begun, its `d_move` done, its end not yet reached) when a thread that has seen the
+    /// move stats the old path. Walks made while the change was in progress must not
+    /// answer now. In check mode the engine judges the answer itself: a stale cached one
+    /// panics there (mutations are bracketed tightly, so the finished `d_move` excuses
+    /// nothing), which is how check mode sees this defect.
+    fn stale_answer_mid_rename(check: bool) {
+        let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(check);
+        let p = vfs.process(Creds::root());
+        p.create_dir_all("/a/b").unwrap();
+        p.write_file("/a/b/f", b"x").unwrap();
+        let change = NsChange::begin();
+        // Walks during the change (twice: a path is cached from its second miss).
+        for _ in 0..3 {
+            p.stat("/a/b/f").unwrap();
+        }
+        // The rename's effect, inside its change.
+        {
+            let fs = &vfs.root_mount().fs;
+            let g = crossbeam_epoch::pin();
+            let root = fs.root().ptr();
+            let dir = root.get().inode(&g).unwrap().dir().unwrap();
+            let mut st = dir.lock();
+            let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
+            fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
+        }
+        // Seen: the new name resolves.
+        p.stat("/z/b/f").unwrap();
+        assert_eq!(
+            p.stat("/a/b/f"),
+            Err(Errno::ENOENT),
+            "an answer from before the move"
+        );
+        drop(change);
+        assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
+        assert_eq!(vfs.check_failures(), 0);
+    }
+
+    #[test]
+    fn no_stale_answer_mid_rename() {
+        stale_answer_mid_rename(false);
+    }
+
+    #[test]
+    fn check_mode_sees_a_stale_answer_mid_rename() {
+        stale_answer_mid_rename(true);
+    }
+}

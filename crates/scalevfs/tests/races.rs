@@ -4,105 +4,13 @@
 //! Linux can return for that call fails the test, as does an answer that no moment of the
 //! namespace could have given.
 
+mod race;
+
+use race::*;
 use scalevfs::mode::S_IFREG;
 use scalevfs::*;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
-
-/// How long each race runs.
-fn budget() -> Duration {
-    let secs = std::env::var("SCALEVFS_RACE_SECS")
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .unwrap_or(2.0);
-    Duration::from_secs_f64(secs)
-}
-
-/// Runs `workers` (each gets its index and the stop flag) until the budget is spent, under
-/// a watchdog that aborts the process if they have not all returned well after it (a hang
-/// is a failure too). A worker's panic fails the test.
-fn race(name: &str, workers: Vec<Worker>) {
-    race_for(name, budget(), workers)
-}
-
-/// [`race`] for `dur`.
-fn race_for(name: &str, dur: Duration, workers: Vec<Worker>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let done = Arc::new(AtomicBool::new(false));
-    let limit = dur + Duration::from_secs(60);
-    let watchdog = {
-        let done = done.clone();
-        let name = name.to_string();
-        std::thread::spawn(move || {
-            let t0 = Instant::now();
-            while !done.load(SeqCst) {
-                if t0.elapsed() > limit {
-                    eprintln!("watchdog: {name} still running after {limit:?}: a hang");
-                    std::process::abort();
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-    };
-    let start = Arc::new(Barrier::new(workers.len()));
-    let hs: Vec<_> = workers
-        .into_iter()
-        .map(|w| {
-            let stop = stop.clone();
-            let start = start.clone();
-            std::thread::spawn(move || {
-                start.wait();
-                w(&stop)
-            })
-        })
-        .collect();
-    let t0 = Instant::now();
-    while t0.elapsed() < dur && !hs.iter().any(|h| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, SeqCst);
-    let mut failed = None;
-    for h in hs {
-        if let Err(p) = h.join() {
-            failed.get_or_insert(p);
-        }
-    }
-    done.store(true, SeqCst);
-    watchdog.join().unwrap();
-    if let Some(p) = failed {
-        std::panic::resume_unwind(p);
-    }
-}
-
-type Worker = Box<dyn FnOnce(&AtomicBool) + Send>;
-
-fn worker(f: impl FnOnce(&AtomicBool) + Send + 'static) -> Worker {
-    Box::new(f)
-}
-
-/// Asserts that `r` is Ok or one of `allowed` (what Linux can return here).
-#[track_caller]
-fn ok_or<T>(what: &str, r: Result<T>, allowed: &[Errno]) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
-        Err(e) if allowed.contains(&e) => None,
-        Err(e) => panic!("{what}: {e:?}, which Linux does not return here"),
-    }
-}
-
-/// Mount churn on the directory `dir` (which it makes), keeping the mount sequence moving
-/// so that lockless walks fail their validation and fall back to the locked walk.
-fn mount_churn(p: Process, dir: &str) -> Worker {
-    p.mkdir(dir, 0o755).unwrap();
-    let dir = dir.to_string();
-    worker(move |stop| {
-        while !stop.load(SeqCst) {
-            p.mount(&dir, MemFs::new(MemFsOptions::default())).unwrap();
-            p.umount(&dir).unwrap();
-        }
-    })
-}
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
 
 /// Defect 1: `open` of an existing name (and `chdir` into one), racing with unlink and
 /// re-create and with mount churn (which forces locked walks), panicked in the locked walk
@@ -213,8 +121,21 @@ fn path_cache_tells_two_mounts_of_one_fs_apart() {
 /// `/a{k}/b/f` was seen to exist, no older name may ever answer again.
 #[test]
 fn no_stale_answer_after_a_rename_was_seen() {
+    stale_answer_race(false);
+}
+
+/// The same race in check mode: every cached and lockless answer is repeated by the locked
+/// walk. Mutations are bracketed tightly (see `walk`, "Check mode"), so a stale answer
+/// given after the rename's effect is judged, not excused as "a change was in progress".
+#[test]
+fn check_mode_judges_answers_given_after_a_change() {
+    stale_answer_race(true);
+}
+
+fn stale_answer_race(check: bool) {
     const N: u64 = 1 << 40;
     let vfs = Vfs::new_memfs();
+    vfs.set_check_mode(check);
     let p = vfs.process(Creds::root());
     p.create_dir_all("/a0/b").unwrap();
     p.write_file("/a0/b/f", b"f").unwrap();
@@ -252,6 +173,7 @@ fn no_stale_answer_after_a_rename_was_seen() {
     }
     race("no_stale_answer_after_a_rename_was_seen", ws);
     assert!(renames.load(SeqCst) > 0);
+    assert_eq!(vfs.check_failures(), 0);
 }
 
 /// Defect 4: `open(O_CREAT)` without `O_EXCL` returned ENOENT when another thread unlinked

@@ -2,10 +2,14 @@
 //! walk and stat; in check mode, so every lockless walk is repeated by the locked walk.
 //! Afterwards every invariant of the tree must hold.
 
+mod race;
+
+use race::*;
 use scalevfs::*;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -31,62 +35,113 @@ impl Rng {
     }
 }
 
-fn ok_errno(e: Errno) -> bool {
-    [
-        Errno::ENOENT,
-        Errno::EEXIST,
-        Errno::ENOTDIR,
-        Errno::EISDIR,
-        Errno::ENOTEMPTY,
-        Errno::EINVAL,
-        Errno::EBUSY,
-        Errno::ELOOP,
-    ]
-    .contains(&e)
-}
+/// What Linux can return for each call of the mix (paths of `a`..`d` components under `/`,
+/// one symlink `/s -> /a/b`, mounts anywhere): anything else fails the test.
+const MKDIR: &[Errno] = &[Errno::ENOENT, Errno::EEXIST, Errno::ENOTDIR];
+const RMDIR: &[Errno] = &[
+    Errno::ENOENT,
+    Errno::ENOTDIR,
+    Errno::ENOTEMPTY,
+    Errno::EBUSY,
+];
+const CREATE: &[Errno] = &[Errno::ENOENT, Errno::ENOTDIR, Errno::EISDIR];
+const UNLINK: &[Errno] = &[Errno::ENOENT, Errno::ENOTDIR, Errno::EISDIR];
+const RENAME: &[Errno] = &[
+    Errno::ENOENT,
+    Errno::ENOTDIR,
+    Errno::EISDIR,
+    Errno::ENOTEMPTY,
+    Errno::EINVAL,
+    Errno::EBUSY,
+    Errno::EXDEV,
+];
+const EXCHANGE: &[Errno] = &[
+    Errno::ENOENT,
+    Errno::ENOTDIR,
+    Errno::EINVAL,
+    Errno::EBUSY,
+    Errno::EXDEV,
+];
+const LINK: &[Errno] = &[
+    Errno::ENOENT,
+    Errno::EEXIST,
+    Errno::ENOTDIR,
+    Errno::EPERM,
+    Errno::EXDEV,
+];
+const LOOKUP: &[Errno] = &[Errno::ENOENT, Errno::ENOTDIR];
+const UMOUNT: &[Errno] = &[Errno::ENOENT, Errno::ENOTDIR, Errno::EINVAL, Errno::EBUSY];
 
+/// Threads run random changes and lookups over a small namespace (renames of directories
+/// among them, and open, chdir, mount and umount racing unlink and rmdir), in check mode
+/// if `check`; then every invariant of the tree must hold.
 fn run(threads: usize, iters: usize, check: bool) {
     let vfs = Vfs::new_memfs();
     vfs.set_check_mode(check);
     let p0 = vfs.process(Creds::root());
     p0.symlink("/a/b", "/s").unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut hs = Vec::new();
-    for t in 0..threads {
-        let p = p0.fork();
-        let stop = stop.clone();
-        hs.push(std::thread::spawn(move || {
-            let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678_9ABC));
-            for _ in 0..iters {
-                if stop.load(Ordering::Relaxed) {
-                    break;
+    // At most eight mounts at a time: unbounded stacks would measure the mount table's
+    // rebuild, not the races.
+    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let ws = (0..threads)
+        .map(|t| {
+            let p = p0.fork();
+            let live = live.clone();
+            worker(move |stop| {
+                let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678_9ABC));
+                for _ in 0..iters {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let a = r.path();
+                    let b = r.path();
+                    match r.next() % 16 {
+                        0 | 1 => drop(ok_or("mkdir", p.mkdir(&a, 0o755), MKDIR)),
+                        2 => drop(ok_or("rmdir", p.rmdir(&a), RMDIR)),
+                        3 => drop(ok_or("create", p.write_file(&a, b"x"), CREATE)),
+                        4 => drop(ok_or("unlink", p.unlink(&a), UNLINK)),
+                        5 | 6 => drop(ok_or("rename", p.rename(&a, &b), RENAME)),
+                        7 => {
+                            let ex = p.renameat2(Fd::CWD, &a, Fd::CWD, &b, RenameFlags::EXCHANGE);
+                            ok_or("exchange", ex, EXCHANGE);
+                        }
+                        8 => drop(ok_or("link", p.link(&a, &b), LINK)),
+                        9 => drop(ok_or("stat", p.stat(format!("/s{a}")), LOOKUP)),
+                        10 => drop(ok_or("access", p.access(&a, Access::F_OK), LOOKUP)),
+                        11 => drop(ok_or("lstat", p.lstat(&a), LOOKUP)),
+                        12 => {
+                            if let Some(fd) = ok_or("open", p.open(&a, OFlags::RDONLY, 0), LOOKUP) {
+                                p.close(fd).unwrap();
+                            }
+                        }
+                        13 => {
+                            if ok_or("chdir", p.chdir(&a), LOOKUP).is_some() {
+                                // The working directory may be removed meanwhile.
+                                ok_or("stat ..", p.stat(".."), LOOKUP);
+                                p.chdir("/").unwrap();
+                            }
+                        }
+                        14 if live.load(Ordering::SeqCst) < 8 => {
+                            // Small: a default hash has 2^17 buckets to allocate and free.
+                            let fs = MemFs::new(MemFsOptions {
+                                hash_buckets: 64,
+                                ..Default::default()
+                            });
+                            if ok_or("mount", p.mount(&a, fs), LOOKUP).is_some() {
+                                live.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        _ => {
+                            if ok_or("umount", p.umount(&a), UMOUNT).is_some() {
+                                live.fetch_sub(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
                 }
-                let a = r.path();
-                let b = r.path();
-                let res = match r.next() % 12 {
-                    0 | 1 => p.mkdir(&a, 0o755),
-                    2 => p.rmdir(&a),
-                    3 => p.write_file(&a, b"x"),
-                    4 => p.unlink(&a),
-                    5 | 6 => p.rename(&a, &b),
-                    7 => p.renameat2(Fd::CWD, &a, Fd::CWD, &b, RenameFlags::EXCHANGE),
-                    8 => p.link(&a, &b),
-                    9 => p.stat(format!("/s{}", &a)).map(|_| ()),
-                    10 => p.access(&a, Access::F_OK),
-                    _ => p.lstat(&a).map(|_| ()),
-                };
-                if let Err(e) = res {
-                    assert!(ok_errno(e) || e == Errno::EPERM, "unexpected {e:?}");
-                }
-            }
-        }));
-    }
-    for h in hs {
-        if h.join().is_err() {
-            stop.store(true, Ordering::Relaxed);
-            panic!("a worker panicked");
-        }
-    }
+            })
+        })
+        .collect();
+    race_for("stress", Duration::from_secs(900), ws);
     assert_eq!(vfs.check_failures(), 0);
     check_tree(&p0);
 }
@@ -95,7 +150,8 @@ fn run(threads: usize, iters: usize, check: bool) {
 /// listing says.
 fn check_tree(p: &Process) {
     let all = p.walk_tree("/").unwrap();
-    let mut names_per_ino: HashMap<u64, u32> = HashMap::new();
+    // Inode numbers are per file system: a file is (device, inode number).
+    let mut names_per_ino: HashMap<(u64, u64), u32> = HashMap::new();
     for (path, st) in &all {
         assert_eq!(
             p.lstat(path).unwrap().ino,
@@ -112,12 +168,16 @@ fn check_tree(p: &Process) {
             assert_eq!(st.nlink as usize, 2 + subdirs, "nlink of dir {path:?}");
             assert_eq!(st.size, 40 + 20 * p.read_dir(path).unwrap().len() as u64);
         } else {
-            *names_per_ino.entry(st.ino).or_default() += 1;
+            *names_per_ino.entry((st.dev, st.ino)).or_default() += 1;
         }
     }
     for (path, st) in &all {
         if !st.is_dir() {
-            assert_eq!(st.nlink, names_per_ino[&st.ino], "nlink of {path:?}");
+            assert_eq!(
+                st.nlink,
+                names_per_ino[&(st.dev, st.ino)],
+                "nlink of {path:?}"
+            );
         }
     }
     // ".." of every directory is its parent.
