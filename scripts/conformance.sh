@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # POSIX conformance through the FUSE mount, with suites we did not write: pjdfstest (with
-# ../shared/conformance/pjdfstest.toml), fsx, and real programs. Host tmpfs runs the same
+# conformance/pjdfstest.toml), fsx, and real programs. Host tmpfs runs the same
 # pjdfstest as the reference: the mount must fail nothing, and skip only what tmpfs skips.
 # Needs root and /dev/fuse; installs what it needs. Usage: bash scripts/conformance.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-CONF="$ROOT/../shared/conformance/pjdfstest.toml"
+CONF="$ROOT/conformance/pjdfstest.toml"
+TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 if [ "$(id -u)" != 0 ] || [ ! -e /dev/fuse ]; then
     echo "conformance: SKIPPED (needs root and /dev/fuse)"
@@ -23,7 +24,7 @@ getent group tests >/dev/null || groupadd tests
 getent passwd tests >/dev/null || useradd -g tests -M -d / -s /usr/sbin/nologin tests
 
 cargo build --release -p scalevfs-cli
-BIN="$ROOT/target/release/scalevfs"
+BIN="$TARGET/release/scalevfs"
 W=$(mktemp -d /tmp/scalevfs-conf.XXXXXX)
 chmod 755 "$W" # pjdfstest acts as other users, who must reach the mounts
 M="$W/mnt"

@@ -24,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the workloads of WORKLOADS.md against the kernel (tmpfs), scalevfs, and scalevfs
+    /// Run the workloads of docs/WORKLOADS.md against the kernel (tmpfs), scalevfs, and scalevfs
     /// through FUSE, side by side.
     Bench(bench::Args),
     /// Mount a scalevfs namespace through FUSE and serve it until unmounted.

@@ -163,22 +163,45 @@ impl FileData {
         self.pages.len() as u64
     }
 
-    /// The first offset at or after `off` inside a page that holds data (`SEEK_DATA`).
-    pub fn next_data(&self, off: u64) -> Option<u64> {
-        let idx = off / PAGE as u64;
-        self.pages
-            .range(idx..)
-            .next()
-            .map(|(&i, _)| (i * PAGE as u64).max(off))
-    }
-
-    /// The first offset at or after `off` not inside a data page (`SEEK_HOLE`).
-    pub fn next_hole(&self, off: u64) -> u64 {
-        let mut idx = off / PAGE as u64;
-        while self.pages.contains_key(&idx) {
-            idx += 1;
+    /// `SEEK_DATA` (`seek_data`) or `SEEK_HOLE` from `start` in a file of `size` bytes
+    /// (`0 <= start`), computed as Linux `mapping_seek_hole_data` computes it over 4 KiB
+    /// pages, wrap-around included: the page that ends at 2^63 rounds its end to a negative
+    /// offset, so `SEEK_DATA` does not see it and `SEEK_HOLE` inside it answers that negative
+    /// offset, which tmpfs hands back unchecked. `Err(ENXIO)` past the end or with no data.
+    pub fn seek(&self, start: i64, size: i64, seek_data: bool) -> Result<i64> {
+        let page = PAGE as u64;
+        if size <= start {
+            return Err(Errno::ENXIO);
         }
-        (idx * PAGE as u64).max(off)
+        let clamp = |x: i64| if x > size { size } else { x };
+        let mut start = start;
+        let last = (size - 1) as u64 / page;
+        for (&idx, _) in self.pages.range(start as u64 / page..=last) {
+            let pos = (idx * page) as i64;
+            if start < pos {
+                // A hole before this page: SEEK_HOLE is done; SEEK_DATA moves to the page.
+                if !seek_data {
+                    return Ok(clamp(start));
+                }
+                start = pos;
+            }
+            // `round_up(pos + 1, PAGE_SIZE)` in u64, then used as a signed offset.
+            let end_of_page = (idx * page + 1).next_multiple_of(page) as i64;
+            // A page with data: SEEK_DATA stays where it is, SEEK_HOLE goes to its end.
+            if !seek_data {
+                start = end_of_page;
+            }
+            if start < end_of_page {
+                return Ok(clamp(start));
+            }
+            if start >= size {
+                break;
+            }
+        }
+        if seek_data {
+            return Err(Errno::ENXIO);
+        }
+        Ok(clamp(start))
     }
 }
 
@@ -508,15 +531,20 @@ impl Inode {
     /// Updates atime on read the way `relatime` does: only when atime is not newer than
     /// mtime or ctime, or is more than a day old.
     pub fn read_accessed(&self, now: Timespec) {
-        let a = self.atime.load();
-        let m = self.mtime.load();
-        let c = self.ctime.load();
-        if a <= m || a <= c || now.sec - a.sec >= 24 * 3600 {
+        if self.atime_due(now) {
             let _g = self.attr_lock.lock();
             self.seq.write_begin();
             self.atime.store(now);
             self.seq.write_end();
         }
+    }
+
+    /// Whether an access at `now` updates atime under `relatime` (see
+    /// [`Inode::read_accessed`]); reads only.
+    #[inline]
+    pub fn atime_due(&self, now: Timespec) -> bool {
+        let a = self.atime.load();
+        a <= self.mtime.load() || a <= self.ctime.load() || now.sec - a.sec >= 24 * 3600
     }
 
     /// Checks `mask` (a combination of `R_OK`, `W_OK`, `X_OK`) against the mode for

@@ -41,7 +41,8 @@ pub struct MemFsOptions {
     pub max_inodes: Option<u64>,
     /// Maximum bytes of file data (`ENOSPC` beyond); `None` for no limit.
     pub max_bytes: Option<u64>,
-    /// Dentry hash buckets.
+    /// Dentry hash buckets: any value is accepted, rounded up to a power of two and clamped
+    /// to 16..=2^24.
     pub hash_buckets: usize,
     /// Cap on cached negative entries (lookups of missing names beyond it are not cached).
     pub max_negative: u64,

@@ -13,12 +13,18 @@
 //! ```text
 //! ctx_lock
 //! FdTable::alloc
-//! MemFs::rename_lock            (cross-directory renames of directories only)
-//!   directory mutexes           (several: sorted by address, `DirLocks`)
-//!     FileData rwlock
-//!       inode attr_lock
-//! Vfs mount lock                (never held with the above)
+//! Vfs mount lock                (mount, umount; a locked walk's confirm, holding nothing else)
+//!   MemFs::rename_lock          (cross-directory renames of directories only)
+//!     directory mutexes         (several: sorted by address, `DirLocks`)
+//!       FileData rwlock
+//!         inode attr_lock
 //! ```
+//!
+//! # Holding and walking again
+//! Every call that acts where its walk ended holds that mount (a `MountHold`, or its open
+//! file or working directory) and confirms it against `umount` (see `walk`, "Holding a
+//! position"). A locked walk whose find went away before the call took its reference
+//! returns `Fail::Retry`, and `walk::retry` walks again.
 //!
 //! # Namespace changes
 //! Create, unlink and rename lock only the directories they change (and the target
@@ -42,6 +48,7 @@ use crate::walk::{self, retry, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Wa
 use crate::Vfs;
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::{Mutex, MutexGuard};
+use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
@@ -292,16 +299,28 @@ fn init_owner(dir: &Inode, creds: &Creds, mut mode: u32) -> (u32, u32, u32) {
 }
 
 /// The set-id bits a write or truncate by a non-root caller clears (Linux
-/// `should_remove_suid`).
-fn write_kill_bits(mode: u32, creds: &Creds) -> u32 {
+/// `should_remove_suid` with `setattr_should_drop_sgid`, 6.2 and later): set-user-id always;
+/// set-group-id if the group may execute, or if the caller is not in the file's group.
+fn write_kill_bits(inode: &Inode, creds: &Creds) -> u32 {
+    let mode = inode.mode();
     if creds.uid == 0 || mode & S_IFMT != S_IFREG {
         return 0;
     }
     let mut k = mode & S_ISUID;
-    if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
+    if mode & S_ISGID != 0 && (mode & 0o010 != 0 || !creds.in_group(inode.gid())) {
         k |= S_ISGID;
     }
     k
+}
+
+/// The accesses an open's access mode asks for (Linux `ACC_MODE`): mode 3 asks for both,
+/// and gives a descriptor that can do neither (`ioctl`-only, as on Linux).
+fn acc_mode(flags: OFlags) -> (bool, bool) {
+    match flags.0 & 3 {
+        0 => (true, false),
+        1 => (false, true),
+        _ => (true, true),
+    }
 }
 
 /// What kind of object a create makes.
@@ -496,7 +515,9 @@ impl Process {
 
     /// `fstatat(2)`: stat inside the lockless walk, with no reference taken.
     pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<Path>, flags: AtFlags) -> Result<Stat> {
-        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800) != 0 {
+        // AT_NO_AUTOMOUNT (0x800) and the AT_STATX_SYNC_TYPE bits (0x6000) are accepted and
+        // mean nothing here, as on Linux's tmpfs.
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800 | 0x6000) != 0 {
             return Err(Errno::EINVAL);
         }
         let (path, hash) = cpath_hashed(path.as_ref())?;
@@ -695,9 +716,10 @@ impl Process {
         }
         self.at(dirfd, path, |cx, start| {
             Self::with_final(cx, start, path, hash, false, |i, _| {
-                i.symlink_target()
-                    .map(|t| t.to_vec())
-                    .ok_or(Fail::Err(Errno::EINVAL))
+                let body = i.symlink_target().ok_or(Fail::Err(Errno::EINVAL))?;
+                // Reading a link accesses it (relatime: at most once after each change).
+                i.read_accessed(now());
+                Ok(body.to_vec())
             })
         })
     }
@@ -1062,8 +1084,6 @@ impl Process {
         }
         if flags.contains(OFlags::PATH) {
             flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
-        } else if flags.0 & 3 == 3 {
-            return Err(Errno::EINVAL);
         }
         let of = self.at(dirfd, path, |cx, start| {
             if flags.contains(OFlags::TMPFILE) {
@@ -1140,18 +1160,23 @@ impl Process {
         if flags.contains(OFlags::PATH) {
             return Ok(());
         }
-        let write = flags.writable() || flags.contains(OFlags::TRUNC);
+        let (read, write) = acc_mode(flags);
+        let write = write || flags.contains(OFlags::TRUNC);
         if ty == S_IFDIR && (write || flags.contains(OFlags::CREAT)) {
             return Err(Errno::EISDIR);
         }
         let mut mask = Access::F_OK;
-        if flags.readable() {
+        if read {
             mask |= Access::R_OK;
         }
         if write {
             mask |= Access::W_OK;
         }
         inode.permission(creds, mask)?;
+        // Only the owner (or root, as CAP_FOWNER) may keep reads from touching atime.
+        if flags.contains(OFlags::NOATIME) && creds.uid != 0 && creds.uid != inode.uid() {
+            return Err(Errno::EPERM);
+        }
         match ty {
             S_IFCHR | S_IFBLK => Err(Errno::ENXIO),
             S_IFIFO if flags.writable() && flags.contains(OFlags::NONBLOCK) => Err(Errno::ENXIO),
@@ -1292,7 +1317,7 @@ impl Process {
         flags: OFlags,
         mode: u32,
     ) -> Result<OpenFile> {
-        if !flags.writable() {
+        if !acc_mode(flags).1 {
             return Err(Errno::EINVAL);
         }
         let (p, _hold) = Self::resolve(cx, start, path, true)?;
@@ -1318,8 +1343,6 @@ impl Process {
         let mut flags = OFlags(flags.0 & !(OFlags::CREAT.0 | OFlags::EXCL.0 | 0o20000000));
         if flags.contains(OFlags::PATH) {
             flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
-        } else if flags.0 & 3 == 3 {
-            return Err(Errno::EINVAL);
         }
         let g = crossbeam_epoch::pin();
         let creds = self.creds_ref(&g);
@@ -1340,21 +1363,22 @@ impl Process {
 
     // ---------------------------------------------------------------- data
 
-    fn readable_file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+    /// The description behind `fd` for I/O of `len` bytes at `pos` (the file position when
+    /// `None`), checked in Linux's order: the access mode (`EBADF`), the range
+    /// (`rw_verify_area`: `EINVAL` if it passes `i64::MAX`), then the kind (`EISDIR`).
+    fn io_file(&self, fd: Fd, write: bool, pos: Option<u64>, len: usize) -> Result<Arc<OpenFile>> {
         let f = self.file(fd)?;
-        if f.is_path() || !f.flags.readable() {
+        let allowed = if write {
+            f.flags.writable()
+        } else {
+            f.flags.readable()
+        };
+        if f.is_path() || !allowed {
             return Err(Errno::EBADF);
         }
-        if f.inode.is_dir() {
-            return Err(Errno::EISDIR);
-        }
-        Ok(f)
-    }
-
-    fn writable_file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
-        let f = self.file(fd)?;
-        if f.is_path() || !f.flags.writable() {
-            return Err(Errno::EBADF);
+        let pos = pos.unwrap_or_else(|| *f.pos.lock());
+        if pos > i64::MAX as u64 || (pos as i64).checked_add(len as i64).is_none() {
+            return Err(Errno::EINVAL);
         }
         if f.inode.is_dir() {
             return Err(Errno::EISDIR);
@@ -1369,7 +1393,9 @@ impl Process {
                     let data = d.read();
                     data.read(buf, off, f.inode.size())
                 };
-                f.inode.read_accessed(now());
+                if !f.flags.contains(OFlags::NOATIME) {
+                    f.inode.read_accessed(now());
+                }
                 Ok(n)
             }
             _ => Err(Errno::EINVAL),
@@ -1403,7 +1429,7 @@ impl Process {
             return Err(e);
         }
         let t = now();
-        let kill = write_kill_bits(f.inode.mode(), creds);
+        let kill = write_kill_bits(&f.inode, creds);
         f.inode.update(&AttrUpdate {
             size: Some(size.max(end)),
             pages_delta: added as i64,
@@ -1416,7 +1442,7 @@ impl Process {
 
     /// `read(2)`.
     pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
-        let f = self.readable_file(fd)?;
+        let f = self.io_file(fd, false, None, buf.len())?;
         let mut pos = f.pos.lock();
         let n = Self::read_inode(&f, buf, *pos)?;
         *pos += n as u64;
@@ -1425,16 +1451,17 @@ impl Process {
 
     /// `pread(2)`.
     pub fn pread(&self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
-        let f = self.readable_file(fd)?;
+        // A negative offset is refused before the descriptor is looked at.
         if off > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
+        let f = self.io_file(fd, false, Some(off), buf.len())?;
         Self::read_inode(&f, buf, off)
     }
 
     /// `write(2)`.
     pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
-        let f = self.writable_file(fd)?;
+        let f = self.io_file(fd, true, None, buf.len())?;
         let mut pos = f.pos.lock();
         let (n, end) = self.write_inode(&f, buf, Some(*pos))?;
         *pos = end;
@@ -1443,42 +1470,60 @@ impl Process {
 
     /// `pwrite(2)` (with `O_APPEND` it appends, as on Linux).
     pub fn pwrite(&self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
-        let f = self.writable_file(fd)?;
         if off > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
+        // The range is checked at `off` even with O_APPEND, as on Linux.
+        let f = self.io_file(fd, true, Some(off), buf.len())?;
         Ok(self.write_inode(&f, buf, Some(off))?.0)
     }
 
-    /// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE`. On a directory the offset is a
-    /// readdir cookie.
+    /// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE`, as tmpfs computes it: an offset that
+    /// overflows is negative, hence `EINVAL`. On a directory the offset is a readdir cookie,
+    /// and only `SEEK_SET` and `SEEK_CUR` apply.
     pub fn lseek(&self, fd: Fd, off: i64, whence: Whence) -> Result<u64> {
         let f = self.file(fd)?;
         if f.is_path() {
             return Err(Errno::EBADF);
         }
         let mut pos = f.pos.lock();
+        let cur = *pos as i64;
+        if f.inode.is_dir() {
+            // Linux `offset_dir_llseek`.
+            let new = match whence {
+                Whence::Set => off,
+                Whence::Cur => cur.wrapping_add(off),
+                _ => return Err(Errno::EINVAL),
+            };
+            if new < 0 {
+                return Err(Errno::EINVAL);
+            }
+            *pos = new as u64;
+            return Ok(new as u64);
+        }
         let size = f.inode.size() as i64;
+        // Linux `generic_file_llseek_size` and `shmem_file_llseek`.
         let new = match whence {
             Whence::Set => off,
-            Whence::Cur => (*pos as i64).checked_add(off).ok_or(Errno::EOVERFLOW)?,
-            Whence::End => size.checked_add(off).ok_or(Errno::EOVERFLOW)?,
+            Whence::Cur if off == 0 => return Ok(*pos),
+            Whence::Cur => cur.wrapping_add(off),
+            Whence::End => size.wrapping_add(off),
             Whence::Data | Whence::Hole => {
-                if off < 0 || off >= size {
+                if off < 0 {
                     return Err(Errno::ENXIO);
                 }
-                let crate::inode::Contents::File(d) = &f.inode.contents else {
-                    return Err(Errno::EINVAL);
+                let data = whence == Whence::Data;
+                let r = match &f.inode.contents {
+                    crate::inode::Contents::File(d) => d.read().seek(off, size, data)?,
+                    _ if off >= size => return Err(Errno::ENXIO),
+                    _ if data => off,
+                    _ => size,
                 };
-                let data = d.read();
-                if whence == Whence::Data {
-                    match data.next_data(off as u64) {
-                        Some(o) if (o as i64) < size => o as i64,
-                        _ => return Err(Errno::ENXIO),
-                    }
-                } else {
-                    (data.next_hole(off as u64) as i64).min(size)
+                if r < 0 {
+                    // tmpfs's wrapped offset, handed back as it is (the position stays).
+                    return Ok(r as u64);
                 }
+                r
             }
         };
         if new < 0 {
@@ -1553,7 +1598,9 @@ impl Process {
             }
         }
         drop(st);
-        f.inode.read_accessed(now());
+        if !f.flags.contains(OFlags::NOATIME) {
+            f.inode.read_accessed(now());
+        }
         Ok(out)
     }
 
@@ -2289,28 +2336,39 @@ impl Process {
         times: [SetTime; 2],
         flags: AtFlags,
     ) -> Result<()> {
+        if times == [SetTime::Omit, SetTime::Omit] {
+            // Linux's `utimensat` returns before looking at the flags or the path.
+            return Ok(());
+        }
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
             return Err(Errno::EINVAL);
         }
-        for t in times {
-            if let SetTime::Set(v) = t {
-                if v.nsec >= 1_000_000_000 {
-                    return Err(Errno::EINVAL);
-                }
-            }
-        }
-        if times == [SetTime::Omit, SetTime::Omit] {
-            // Linux `do_utimes` returns before resolving the path.
-            return Ok(());
-        }
+        // The times are checked once the path resolved (Linux `vfs_utimes`).
+        let valid = times
+            .iter()
+            .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
         self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            if !valid {
+                return Err(Errno::EINVAL);
+            }
             Self::do_utimens(i, times, c)
         })
     }
 
     /// `futimens(3)`.
     pub fn futimens(&self, fd: Fd, times: [SetTime; 2]) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_utimens(i, times, c))
+        if times == [SetTime::Omit, SetTime::Omit] {
+            return Ok(());
+        }
+        let valid = times
+            .iter()
+            .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
+        self.with_fd(fd, |i, _, c| {
+            if !valid {
+                return Err(Errno::EINVAL);
+            }
+            Self::do_utimens(i, times, c)
+        })
     }
 
     fn truncate_inode(
@@ -2336,7 +2394,7 @@ impl Process {
         let freed = if len < size { data.truncate(len) } else { 0 };
         fs.charge_pages(-(freed as i64))?;
         let t = now();
-        let kill = write_kill_bits(inode.mode(), creds);
+        let kill = write_kill_bits(inode, creds);
         let touch = always_touch || len != size;
         inode.update(&AttrUpdate {
             size: Some(len),
@@ -2354,6 +2412,10 @@ impl Process {
 
     /// `truncate(2)`.
     pub fn truncate(&self, path: impl AsRef<Path>, len: u64) -> Result<()> {
+        // A length past i64::MAX is a negative `off_t`: Linux refuses it before the path.
+        if len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
         self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c| {
             if i.is_dir() {
                 return Err(Errno::EISDIR);
@@ -2365,6 +2427,10 @@ impl Process {
 
     /// `ftruncate(2)`.
     pub fn ftruncate(&self, fd: Fd, len: u64) -> Result<()> {
+        // As `truncate`: before the descriptor is looked at.
+        if len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
         let of = self.file(fd)?;
         if of.is_path() {
             return Err(Errno::EBADF);
@@ -2471,7 +2537,13 @@ impl Process {
                 parts.push(name);
                 cur = parent;
             }
-            let mut out = Vec::new();
+            let len = parts.iter().map(|p| p.len() + 1).sum::<usize>().max(1);
+            // Linux builds the path in a page: one that does not fit (with its NUL) is
+            // ENAMETOOLONG.
+            if len >= limits::PATH_MAX {
+                return Err(Errno::ENAMETOOLONG);
+            }
+            let mut out = Vec::with_capacity(len);
             for p in parts.iter().rev() {
                 out.push(b'/');
                 out.extend_from_slice(p);
@@ -2737,44 +2809,109 @@ impl Process {
     }
 
     /// Removes a directory and everything in it, like `std::fs::remove_dir_all`. Symlinks
-    /// are removed, never followed.
+    /// are removed, never followed. Works relative to directory descriptors, so the depth
+    /// of the tree does not matter (no path is built).
     pub fn remove_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let st = self.lstat(path)?;
-        if !st.is_dir() {
+        if !self.lstat(path)?.is_dir() {
             return self.unlink(path);
         }
-        for e in self.read_dir(path)? {
-            let child = path.join(std::ffi::OsStr::from_bytes(&e.name));
-            if e.file_type == FileType::Directory {
-                self.remove_dir_all(&child)?;
-            } else {
-                self.unlink(&child)?;
+        let dir = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+        let top = self.open(path, dir, 0)?;
+        // One frame per open directory: its descriptor, the names left to remove in it, and
+        // its own name in the frame below.
+        let mut stack: Vec<(Fd, Vec<DirEntry>, Vec<u8>)> = Vec::new();
+        let r = (|| {
+            stack.push((top, self.list(top)?, Vec::new()));
+            while let Some((fd, entries, _)) = stack.last_mut() {
+                let fd = *fd;
+                match entries.pop() {
+                    Some(e) if e.file_type == FileType::Directory => {
+                        let name = OsStr::from_bytes(&e.name);
+                        let sub = self.openat(fd, name, dir, 0)?;
+                        let list = self.list(sub);
+                        stack.push((sub, Vec::new(), e.name));
+                        stack.last_mut().expect("just pushed").1 = list?;
+                    }
+                    Some(e) => {
+                        self.unlinkat(fd, OsStr::from_bytes(&e.name), AtFlags::empty())?;
+                    }
+                    None => {
+                        let (fd, _, name) = stack.pop().expect("the frame in hand");
+                        self.close(fd)?;
+                        if let Some((parent, _, _)) = stack.last() {
+                            self.unlinkat(*parent, OsStr::from_bytes(&name), AtFlags::REMOVEDIR)?;
+                        }
+                    }
+                }
             }
+            Ok(())
+        })();
+        for (fd, _, _) in stack.drain(..).rev() {
+            let _ = self.close(fd);
         }
+        r?;
         self.rmdir(path)
     }
 
-    /// Every path under `path` (depth first, directories before their contents), with its
-    /// `lstat`, like a recursive `read_dir`.
-    pub fn walk_tree(&self, path: impl AsRef<Path>) -> Result<Vec<(PathBuf, Stat)>> {
+    /// The entries of an open directory, without `.` and `..`.
+    fn list(&self, fd: Fd) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
+        loop {
+            let v = self.getdents(fd, 1024)?;
+            if v.is_empty() {
+                return Ok(out);
+            }
+            out.extend(v.into_iter().filter(|e| e.name != b"." && e.name != b".."));
+        }
+    }
+
+    /// Every path under `path` (depth first, directories before their contents, names in
+    /// order), with its `lstat`, like a recursive `read_dir`. Works relative to directory
+    /// descriptors: the depth of the tree does not matter.
+    pub fn walk_tree(&self, path: impl AsRef<Path>) -> Result<Vec<(PathBuf, Stat)>> {
         let root = path.as_ref().to_path_buf();
         let st = self.lstat(&root)?;
-        let mut stack = vec![(root, st)];
-        while let Some((p, st)) = stack.pop() {
-            if st.is_dir() {
-                let mut kids = self.read_dir(&p)?;
-                kids.sort_by(|a, b| b.name.cmp(&a.name));
-                for e in kids {
-                    let c = p.join(std::ffi::OsStr::from_bytes(&e.name));
-                    let cs = self.lstat(&c)?;
-                    stack.push((c, cs));
+        let mut out = vec![(root.clone(), st)];
+        if !st.is_dir() {
+            return Ok(out);
+        }
+        let dir = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+        let top = self.open(&root, dir, 0)?;
+        // One frame per open directory: its descriptor, its path, and the names left in it
+        // (sorted, last first).
+        let mut stack: Vec<(Fd, PathBuf, Vec<DirEntry>)> = Vec::new();
+        let r = (|| {
+            let mut kids = self.list(top)?;
+            kids.sort_by(|a, b| b.name.cmp(&a.name));
+            stack.push((top, root, kids));
+            while let Some((fd, p, entries)) = stack.last_mut() {
+                let fd = *fd;
+                let Some(e) = entries.pop() else {
+                    let (fd, _, _) = stack.pop().expect("the frame in hand");
+                    self.close(fd)?;
+                    continue;
+                };
+                let name = OsStr::from_bytes(&e.name);
+                let child = p.join(name);
+                let cs = self.fstatat(fd, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                out.push((child.clone(), cs));
+                if cs.is_dir() {
+                    let sub = self.openat(fd, name, dir, 0)?;
+                    let mut kids = self.list(sub);
+                    if let Ok(k) = &mut kids {
+                        k.sort_by(|a, b| b.name.cmp(&a.name));
+                    }
+                    stack.push((sub, child, Vec::new()));
+                    stack.last_mut().expect("just pushed").2 = kids?;
                 }
             }
-            out.push((p, st));
+            Ok(())
+        })();
+        for (fd, _, _) in stack.drain(..).rev() {
+            let _ = self.close(fd);
         }
-        Ok(out)
+        r.map(|()| out)
     }
 }
 

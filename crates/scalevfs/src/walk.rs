@@ -375,6 +375,17 @@ fn walk_inner<'a, 'g: 'a>(
                 if !locked && child.d.seq.read_retry(child.seq) {
                     return Err(Fail::Retry);
                 }
+                // Following a link accesses it. The fast walk writes nothing: when relatime
+                // says the atime is due (once after creation, then daily), it falls back,
+                // and the locked walk updates it (Linux's RCU walk drops to ref-walk for
+                // `touch_atime` the same way). Cached walks through the link skip this.
+                let now = crate::types::Timespec::now();
+                if inode.atime_due(now) {
+                    if !locked {
+                        return Err(Fail::Retry);
+                    }
+                    inode.read_accessed(now);
+                }
                 if segs.top().is_some_and(|t| t.is_empty()) {
                     segs.pop();
                 }

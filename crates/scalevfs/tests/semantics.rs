@@ -1880,3 +1880,186 @@ case!(many_entries_in_one_directory, |r| {
     ok!(r.readdir("/big"));
     ok!(r.stat("/big"));
 });
+
+// ---------------------------------------------------------------------------------------------
+// The kernel's errno, in the kernel's order (issue 9): where several errors apply, the one
+// the kernel checks first.
+
+const O_NOATIME: u32 = 0o1000000;
+const SEEK_SET: u32 = 0;
+const SEEK_CUR: u32 = 1;
+const SEEK_END: u32 = 2;
+const SEEK_DATA: u32 = 3;
+const SEEK_HOLE: u32 = 4;
+const AT_STATX_DONT_SYNC: u32 = 0x4000;
+const AT_STATX_FORCE_SYNC: u32 = 0x2000;
+
+case!(fstatat_unknown_flag_bits, |r| {
+    base(r);
+    r.stat_at(Dir::Cwd, "/f", AT_STATX_DONT_SYNC);
+    r.stat_at(Dir::Cwd, "/f", AT_STATX_FORCE_SYNC);
+    r.stat_at(Dir::Cwd, "/f", 0x8000);
+    r.stat_at(Dir::Cwd, "/f", 0x1);
+    r.stat_at(Dir::Cwd, "/missing", 0x8000);
+});
+
+case!(open_with_both_access_bits, |r| {
+    base(r);
+    r.open("/f", 3, 0);
+    r.open("/d", 3, 0);
+    r.open("/missing", 3 | o::CREAT, 0o644);
+});
+
+case!(truncate_to_a_negative_length, |r| {
+    base(r);
+    r.truncate("/missing", 1 << 63);
+    r.truncate("/f", 1 << 63);
+    r.truncate("/d", 1 << 63);
+    let h = r.open("/f", o::RDWR, 0).unwrap();
+    r.ftruncate(h, 1 << 63);
+    let ro = r.open("/f", o::RDONLY, 0).unwrap();
+    r.ftruncate(ro, 1 << 63);
+    r.ftruncate(ro, 1);
+});
+
+case!(io_at_the_end_of_the_offset_range, |r| {
+    base(r);
+    let a = r.open("/f", o::WRONLY | o::APPEND, 0).unwrap();
+    r.pwrite(a, &[7u8; 9000], (1 << 63) - 4);
+    r.pwrite(a, b"x", (1 << 63) - 1);
+    let h = r.open("/f", o::RDWR, 0).unwrap();
+    r.pread(h, 10, (1 << 63) - 1);
+    r.pread(h, 0, (1 << 63) - 1);
+    r.pwrite(h, b"xy", (1 << 63) - 1);
+    r.pwrite(h, b"", (1 << 63) - 1);
+    ok!(r.stat("/f"));
+});
+
+case!(utimensat_bad_times_and_a_missing_path, |r| {
+    base(r);
+    r.utimens("/missing", [T::Set(0, 1_000_000_000), T::Omit]);
+    r.utimens("/missing/x", [T::Omit, T::Set(0, 2_000_000_000)]);
+    r.utimens("/f", [T::Set(0, 1_000_000_000), T::Omit]);
+    r.utimens("/f/x", [T::Set(0, 1_000_000_000), T::Omit]);
+});
+
+case!(rename_exchange_with_an_over_long_new_path, |r| {
+    let long = format!("/{}", "a/".repeat(2047));
+    r.rename2("/missing/x", &long, rn::EXCHANGE);
+    r.rename2("/missing/x", &long, 0);
+    r.rename2(&long, "/missing/x", rn::EXCHANGE);
+});
+
+case!(lseek_on_a_directory, |r| {
+    base(r);
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    r.lseek(d, 4096, SEEK_END);
+    r.lseek(d, 0, SEEK_END);
+    r.lseek(d, 0, SEEK_DATA);
+    r.lseek(d, 0, SEEK_HOLE);
+    r.lseek(d, 5, SEEK_SET);
+    r.lseek(d, -1, SEEK_CUR);
+});
+
+case!(lseek_at_the_end_of_the_offset_range, |r| {
+    base(r);
+    let h = r.open("/f", o::RDWR, 0).unwrap();
+    r.lseek(h, i64::MAX, SEEK_SET);
+    r.lseek(h, i64::MAX, SEEK_CUR);
+    r.lseek(h, 1, SEEK_CUR);
+    r.lseek(h, 0, SEEK_SET);
+    r.lseek(h, i64::MAX, SEEK_END);
+    r.lseek(h, -6, SEEK_END);
+    // Data in the last page of the offset range.
+    r.pwrite(h, b"z", (i64::MAX - 10) as u64);
+    r.lseek(h, i64::MAX - 2, SEEK_HOLE);
+    r.lseek(h, i64::MAX - 2, SEEK_DATA);
+    r.lseek(h, i64::MAX - 20, SEEK_DATA);
+    r.lseek(h, 0, SEEK_HOLE);
+    r.lseek(h, 4096, SEEK_DATA);
+    r.lseek(h, 5000, SEEK_HOLE);
+    // Data up to the last byte of the offset range.
+    r.pwrite(h, b"z", (i64::MAX - 1) as u64);
+    r.lseek(h, i64::MAX - 2, SEEK_HOLE);
+    r.lseek(h, i64::MAX - 2, SEEK_DATA);
+    r.lseek(h, i64::MAX - 5000, SEEK_HOLE);
+    r.lseek(h, i64::MAX - 5000, SEEK_DATA);
+    r.lseek(h, 1, SEEK_DATA);
+});
+
+case!(write_by_a_non_member_clears_setgid, |r| {
+    ok!(r.mkfile("/g", b"data"));
+    ok!(r.chmod("/g", 0o2666));
+    ok!(r.mkfile("/gx", b"data"));
+    ok!(r.chmod("/gx", 0o2676));
+    ok!(r.mkfile("/u", b"data"));
+    ok!(r.chmod("/u", 0o4666));
+    r.set_creds(&u1000());
+    for p in ["/g", "/gx", "/u"] {
+        let h = r.open(p, o::WRONLY, 0).unwrap();
+        ok!(r.write(h, b"more"));
+        ok!(r.close(h));
+    }
+    r.as_root();
+    ok!(r.stat("/g"));
+    ok!(r.stat("/gx"));
+    ok!(r.stat("/u"));
+});
+
+case!(o_noatime_on_another_users_file, |r| {
+    base(r);
+    ok!(r.chmod("/f", 0o644));
+    r.set_creds(&u1000());
+    err!(EPERM, r.open("/f", o::RDONLY | O_NOATIME, 0));
+    ok!(r.mkfile("/mine", b"x"));
+    let h = r.open("/mine", o::RDONLY | O_NOATIME, 0);
+    if let Ok(h) = h {
+        ok!(r.close(h));
+    }
+    r.as_root();
+    let h = r.open("/f", o::RDONLY | O_NOATIME, 0);
+    if let Ok(h) = h {
+        ok!(r.close(h));
+    }
+});
+
+case!(symlink_atime_on_follow_and_readlink, |r| {
+    base(r);
+    let nap = || std::thread::sleep(std::time::Duration::from_millis(30));
+    nap();
+    let t0 = r.sys.stat(Dir::Cwd, b"/lf", at::SYMLINK_NOFOLLOW).unwrap();
+    ok!(r.readlink("/lf"));
+    let t1 = r.sys.stat(Dir::Cwd, b"/lf", at::SYMLINK_NOFOLLOW).unwrap();
+    r.log(format!(
+        "readlink: atime {}",
+        if t1.atime != t0.atime {
+            "changed"
+        } else {
+            "same"
+        }
+    ));
+    ok!(r.symlink("d", "/ld2"));
+    nap();
+    let t0 = r.sys.stat(Dir::Cwd, b"/ld2", at::SYMLINK_NOFOLLOW).unwrap();
+    ok!(r.stat("/ld2/"));
+    let t1 = r.sys.stat(Dir::Cwd, b"/ld2", at::SYMLINK_NOFOLLOW).unwrap();
+    r.log(format!(
+        "followed: atime {}",
+        if t1.atime != t0.atime {
+            "changed"
+        } else {
+            "same"
+        }
+    ));
+});
+
+case!(getcwd_deeper_than_path_max, |r| {
+    let name = "n".repeat(200);
+    for _ in 0..25 {
+        ok!(r.mkdir(&name, 0o755));
+        ok!(r.chdir(&name));
+    }
+    r.getcwd();
+    ok!(r.chdir(".."));
+    ok!(r.stat("."));
+});

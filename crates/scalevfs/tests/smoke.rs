@@ -362,3 +362,36 @@ fn cached_walks_do_not_survive_changes_on_their_way() {
     p.write_file("/e", b"").unwrap();
     assert_eq!(p.stat("/e/f"), Err(Errno::ENOTDIR));
 }
+
+/// `walk_tree` and `remove_dir_all` work relative to directory descriptors: a tree deeper
+/// than PATH_MAX allows to name by path (3000 levels, 9000-byte paths) is walked and
+/// removed. Before, both failed with ENAMETOOLONG past about 2000 levels.
+#[test]
+fn deep_trees_walk_and_remove() {
+    let p = root();
+    p.mkdir("/deep", 0o755).unwrap();
+    let dir = OFlags::RDONLY | OFlags::DIRECTORY;
+    let mut fd = p.open("/deep", dir, 0).unwrap();
+    for _ in 0..3000 {
+        p.mkdirat(fd, "dd", 0o755).unwrap();
+        let sub = p.openat(fd, "dd", dir, 0).unwrap();
+        p.close(fd).unwrap();
+        fd = sub;
+    }
+    let f = p
+        .openat(fd, "f", OFlags::CREAT | OFlags::WRONLY, 0o644)
+        .unwrap();
+    p.close(f).unwrap();
+    p.close(fd).unwrap();
+    let all = p.walk_tree("/deep").unwrap();
+    assert_eq!(all.len(), 3002);
+    let (deepest, st) = all.last().unwrap();
+    assert!(deepest.as_os_str().len() > 9000);
+    assert!(deepest.ends_with("dd/f") && st.is_file());
+    p.remove_dir_all("/deep").unwrap();
+    assert_eq!(p.stat("/deep"), Err(Errno::ENOENT));
+    assert_eq!(
+        p.statfs("/").unwrap().ffree + 1,
+        p.statfs("/").unwrap().files
+    );
+}

@@ -1,4 +1,4 @@
-//! `scalevfs bench`: the workloads of WORKLOADS.md against the kernel and against scalevfs, side
+//! `scalevfs bench`: the workloads of docs/WORKLOADS.md against the kernel and against scalevfs, side
 //! by side in one run.
 //!
 //! # Systems

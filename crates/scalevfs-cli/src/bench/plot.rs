@@ -4,7 +4,7 @@
 //!    systems are.
 //! 2. Scaling: each system's rate at the largest thread count over its rate at one thread, with
 //!    the ideal (the thread count) marked.
-//! 3. W12: bytes per empty file by system, with WORKLOADS.md's target marked.
+//! 3. W12: bytes per empty file by system, with docs/WORKLOADS.md's target marked.
 //!
 //! The text is set in DejaVu Sans, embedded in the binary, so that the plot draws the same on a
 //! machine without fonts.

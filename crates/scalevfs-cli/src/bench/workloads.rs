@@ -1,4 +1,4 @@
-//! The workloads of WORKLOADS.md, each written once against [`Target`].
+//! The workloads of docs/WORKLOADS.md, each written once against [`Target`].
 //!
 //! A workload builds its tree on a target, with the same relative layout on every target (under
 //! the tmpfs directory for the kernel, under `/` for scalevfs), then returns its [`Case`]s: one
@@ -19,7 +19,7 @@ use std::hint::black_box;
 use super::target::{Access, Errno, Target};
 use super::Error;
 
-/// A workload of WORKLOADS.md.
+/// A workload of docs/WORKLOADS.md.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Workload {
     /// stat_same: every thread loops `stat("/wis/a/b/c/file")` on one file.
@@ -82,7 +82,7 @@ impl Workload {
         Workload::W12,
     ];
 
-    /// The id, as in WORKLOADS.md.
+    /// The id, as in docs/WORKLOADS.md.
     pub fn id(self) -> &'static str {
         match self {
             Workload::W1 => "W1",
@@ -96,7 +96,7 @@ impl Workload {
         }
     }
 
-    /// The name, as in WORKLOADS.md.
+    /// The name, as in docs/WORKLOADS.md.
     pub fn title(self) -> &'static str {
         match self {
             Workload::W1 => "stat_same",
@@ -172,7 +172,7 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// WORKLOADS.md's sizes.
+    /// docs/WORKLOADS.md's sizes.
     pub const FULL: Sizes = Sizes {
         fstree_dirs: 200,
         fstree_files: 1000,

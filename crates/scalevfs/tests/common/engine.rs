@@ -146,7 +146,10 @@ impl Sys for Engine {
         let w = match whence {
             0 => Whence::Set,
             1 => Whence::Cur,
-            _ => Whence::End,
+            2 => Whence::End,
+            3 => Whence::Data,
+            4 => Whence::Hole,
+            _ => return Err(E::EINVAL),
         };
         self.p.lseek(self.fd(h)?, off, w).map_err(e)
     }

@@ -304,7 +304,10 @@ impl Sys for Kernel {
         let pos = match whence {
             0 => rfs::SeekFrom::Start(off as u64),
             1 => rfs::SeekFrom::Current(off),
-            _ => rfs::SeekFrom::End(off),
+            2 => rfs::SeekFrom::End(off),
+            3 => rfs::SeekFrom::Data(off as u64),
+            4 => rfs::SeekFrom::Hole(off as u64),
+            _ => panic!("lseek: whence {whence} cannot be passed through rustix"),
         };
         rfs::seek(self.fd(h)?, pos).map_err(errno)
     }
@@ -435,7 +438,8 @@ impl Sys for Kernel {
 
     fn truncate(&mut self, p: &[u8], len: u64) -> Res<()> {
         let c = CString::new(p).map_err(|_| E::EINVAL)?;
-        let len = i64::try_from(len).map_err(|_| E::EINVAL)?;
+        // Lengths past i64::MAX reach the kernel as the negative numbers they are there.
+        let len = len as i64;
         // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
         let r = unsafe { truncate(c.as_ptr(), len) };
         if r == 0 {
