@@ -98,15 +98,11 @@ struct SetAttr {
     fh: Option<Fd>,
 }
 
-/// Zeroes written per `pwrite` when punching a hole.
-const ZERO_CHUNK: usize = 1 << 20;
 /// Entries asked of `getdents` per call while filling a readdir reply.
 const DIRENT_BATCH: usize = 128;
 /// Bytes moved per step of `copy_file_range`.
 const COPY_CHUNK: usize = 1 << 20;
 
-const FALLOC_FL_KEEP_SIZE: i32 = 1;
-const FALLOC_FL_PUNCH_HOLE: i32 = 2;
 const SEEK_SET: i32 = 0;
 const SEEK_CUR: i32 = 1;
 const SEEK_END: i32 = 2;
@@ -317,48 +313,9 @@ impl ScaleFs {
     }
 
     fn do_fallocate(&self, fh: Fd, offset: u64, length: u64, mode: i32) -> R<()> {
-        let end = offset
-            .checked_add(length)
-            .ok_or_else(|| errno(scalevfs::Errno::EFBIG))?;
-        let size = self.p.fstat(fh).ex()?.size;
-        match mode {
-            // memfs allocates on write; extending the size gives the zeroes reads must see.
-            0 => {
-                if end > size {
-                    self.p.ftruncate(fh, end).ex()?;
-                }
-                Ok(())
-            }
-            FALLOC_FL_KEEP_SIZE => Ok(()),
-            m if m == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE => {
-                // No hole punching in the engine: write zeroes over the part inside the
-                // file, through a descriptor without O_APPEND.
-                let end = end.min(size);
-                if offset >= end {
-                    return Ok(());
-                }
-                let w = self.p.reopen(fh, OFlags::WRONLY);
-                let wfd = *w.as_ref().unwrap_or(&fh);
-                let zeroes = vec![0u8; ZERO_CHUNK.min((end - offset) as usize)];
-                let mut pos = offset;
-                let mut r = Ok(());
-                while pos < end {
-                    let n = zeroes.len().min((end - pos) as usize);
-                    match self.p.pwrite(wfd, &zeroes[..n], pos) {
-                        Ok(k) => pos += k as u64,
-                        Err(e) => {
-                            r = Err(errno(e));
-                            break;
-                        }
-                    }
-                }
-                if let Ok(w) = w {
-                    self.close(w);
-                }
-                r
-            }
-            _ => Err(errno(scalevfs::Errno::EOPNOTSUPP)),
-        }
+        self.p
+            .fallocate(fh, scalevfs::FallocFlags(mode as u32), offset, length)
+            .ex()
     }
 
     fn do_copy(&self, fin: Fd, off_in: u64, fout: Fd, off_out: u64, len: u64) -> R<u32> {

@@ -1,9 +1,10 @@
 //! Open files and the descriptor table.
 //!
-//! An [`OpenFile`] holds its inode (an `Arc`), its mount, and for directories its dentry
-//! (for `*at` lookups, `fchdir` and `getdents`). A regular file's open does not pin its
-//! dentry: unlinking the name turns the dentry negative while the file stays open, and the
-//! inode is freed on the last close (tmpfs semantics for unlinked-but-open files).
+//! An [`OpenFile`] holds its inode (an `Arc`, and a hold on its contents: see
+//! `Inode::hold`), its mount, and for directories its dentry (for `*at` lookups, `fchdir`
+//! and `getdents`). A regular file's open does not pin its dentry: unlinking the name turns
+//! the dentry negative while the file stays open, and the inode is evicted (its pages freed
+//! and uncharged) on the last close (tmpfs semantics for unlinked-but-open files).
 //!
 //! The descriptor table ([`FdTable`]) is read without locks under an epoch guard; writers
 //! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
@@ -63,7 +64,22 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
+    /// A description of `inode`, holding its contents (see `Inode::hold`); `None` if the
+    /// inode was evicted since the caller found it (the caller walks again).
     pub(crate) fn new(
+        mnt: &Arc<Mount>,
+        dir: Option<DRef>,
+        inode: Arc<Inode>,
+        flags: OFlags,
+    ) -> Option<OpenFile> {
+        inode
+            .hold()
+            .then(|| Self::with_hold(mnt, dir, inode, flags))
+    }
+
+    /// A description of `inode` that takes over a hold the caller has (a new `O_TMPFILE`
+    /// inode's creator's).
+    pub(crate) fn with_hold(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
         inode: Arc<Inode>,
@@ -86,22 +102,28 @@ impl OpenFile {
         self.flags.contains(OFlags::PATH)
     }
 
-    /// A slot now refers to it. A description counts as one user of its mount from its
-    /// creation until its last slot goes (or, if never installed, until it is dropped);
-    /// each 0 <-> 1 transition of `fd_refs` after the first install moves the count, so
-    /// the sum is right whatever order racing closes and `dup2`s take.
+    /// A slot now refers to it. A description counts as one user of its mount, and holds
+    /// its inode's contents, from its creation until its last slot goes (or, if never
+    /// installed, until it is dropped); each 0 <-> 1 transition of `fd_refs` after the
+    /// first install moves both, so they are right whatever order racing closes and
+    /// `dup2`s take. The caller holds a [`FileRef`] (or created the description), so the
+    /// inode cannot have been evicted.
     fn slot_added(&self) {
         if self.fd_refs.fetch_add(1, AcqRel) == 0 && self.installed.swap(true, AcqRel) {
             self.mnt.users.add(1);
+            let held = self.inode.hold();
+            debug_assert!(held, "re-installed a description of an evicted inode");
         }
     }
 
     /// A slot no longer refers to it: at the last one it stops counting as a user of the
-    /// mount at once (so `umount` right after `close` works), though lockless readers may
-    /// hold the memory for a grace period.
+    /// mount and gives its inode hold back at once (so `umount` right after `close` works,
+    /// and an unlinked file's space comes back at its last close, as on tmpfs), though
+    /// lockless readers may hold the memory for a grace period.
     fn slot_removed(&self) {
         if self.fd_refs.fetch_sub(1, AcqRel) == 1 {
             self.mnt.users.add(-1);
+            self.mnt.fs.release(&self.inode);
         }
     }
 }
@@ -110,18 +132,34 @@ impl Drop for OpenFile {
     fn drop(&mut self) {
         if !self.installed.load(Acquire) {
             self.mnt.users.add(-1);
+            self.mnt.fs.release(&self.inode);
         }
-        // The last reference to an unlinked O_TMPFILE inode frees it: account for it.
-        if self.flags.contains(OFlags::TMPFILE)
-            && self.inode.nlink() == 0
-            && Arc::strong_count(&self.inode) == 1
-        {
-            let pages = match &self.inode.contents {
-                crate::inode::Contents::File(d) => d.read().pages(),
-                _ => 0,
-            };
-            self.mnt.fs.inode_released(pages);
-        }
+    }
+}
+
+/// A description in use by a call: a count on it, and a hold on its inode's contents, so
+/// that a close on another thread cannot evict the pages under the call (Linux holds a
+/// file reference for the same reason).
+pub(crate) struct FileRef(Arc<OpenFile>);
+
+impl FileRef {
+    /// The description itself (to keep or to install elsewhere).
+    pub(crate) fn arc(&self) -> &Arc<OpenFile> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for FileRef {
+    type Target = OpenFile;
+    #[inline]
+    fn deref(&self) -> &OpenFile {
+        &self.0
+    }
+}
+
+impl Drop for FileRef {
+    fn drop(&mut self) {
+        self.0.mnt.fs.release(&self.0.inode);
     }
 }
 
@@ -183,15 +221,19 @@ impl FdTable {
         unsafe { p.as_ref() }.ok_or(Errno::EBADF)
     }
 
-    /// The description behind `fd`, with a strong count of its own.
-    pub fn get(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+    /// The description behind `fd`, held for a call (see [`FileRef`]). `EBADF` if it was
+    /// closed and its inode evicted meanwhile.
+    pub fn get(&self, fd: Fd) -> Result<FileRef> {
         let g = crossbeam_epoch::pin();
         let f = self.get_ref(fd, &g)?;
+        if !f.inode.hold() {
+            return Err(Errno::EBADF);
+        }
         // SAFETY: the slot's count keeps the count above zero while `g` is held.
         unsafe {
             let p = f as *const OpenFile;
             Arc::increment_strong_count(p);
-            Ok(Arc::from_raw(p))
+            Ok(FileRef(Arc::from_raw(p)))
         }
     }
 
@@ -269,12 +311,13 @@ impl FdTable {
     /// `dup`.
     pub fn dup(&self, fd: Fd) -> Result<Fd> {
         let f = self.get(fd)?;
-        self.insert(f)
+        self.insert(f.arc().clone())
     }
 
     /// `dup2`.
     pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
-        let f = self.get(old)?;
+        let held = self.get(old)?;
+        let f = held.arc().clone();
         if old == new {
             return Ok(new);
         }
@@ -366,7 +409,7 @@ mod loom_models {
             let w = {
                 let (t, m, inode) = (t.clone(), m.clone(), inode.clone());
                 thread::spawn(move || {
-                    let of = OpenFile::new(&m, None, inode, OFlags::RDONLY);
+                    let of = OpenFile::new(&m, None, inode, OFlags::RDONLY).unwrap();
                     let fd = t.insert(Arc::new(of)).unwrap();
                     assert_eq!(fd, Fd(0));
                     t.remove(fd).unwrap();

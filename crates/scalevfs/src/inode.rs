@@ -33,7 +33,7 @@ use crate::types::{mode::*, Access, Creds, FileType, Stat, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 
 /// Size of a data page.
 pub const PAGE: usize = 4096;
@@ -98,11 +98,16 @@ impl DirState {
     }
 }
 
-/// A regular file's data: sparse pages.
+/// A regular file's data: sparse pages. A page is either written (its bytes) or reserved
+/// by `fallocate` (no memory yet; it reads as zeros and counts as space used, and, like
+/// tmpfs's not-uptodate pages, as a hole to `SEEK_DATA`/`SEEK_HOLE`). Every page in the map
+/// is charged to the file system exactly once (see `memfs`, "Accounting").
 #[derive(Default)]
 pub struct FileData {
-    pages: BTreeMap<u64, Box<[u8; PAGE]>>,
+    pages: BTreeMap<u64, Option<Box<[u8; PAGE]>>>,
 }
+
+const P: u64 = PAGE as u64;
 
 impl FileData {
     /// Copies bytes at `off` into `buf`, up to `size`; holes read as zeros.
@@ -114,31 +119,35 @@ impl FileData {
         let mut done = 0;
         while done < n {
             let pos = off + done as u64;
-            let idx = pos / PAGE as u64;
-            let in_page = (pos % PAGE as u64) as usize;
+            let idx = pos / P;
+            let in_page = (pos % P) as usize;
             let chunk = (PAGE - in_page).min(n - done);
             match self.pages.get(&idx) {
-                Some(p) => buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk]),
-                None => buf[done..done + chunk].fill(0),
+                Some(Some(p)) => {
+                    buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk])
+                }
+                _ => buf[done..done + chunk].fill(0),
             }
             done += chunk;
         }
         n
     }
 
-    /// Writes `data` at `off`, allocating pages. Returns the number of pages added.
+    /// Writes `data` at `off`, allocating pages. Returns the number of pages added to the
+    /// map (a reserved page turning into a written one adds none).
     pub fn write(&mut self, data: &[u8], off: u64) -> u64 {
         let mut added = 0;
         let mut done = 0;
         while done < data.len() {
             let pos = off + done as u64;
-            let idx = pos / PAGE as u64;
-            let in_page = (pos % PAGE as u64) as usize;
+            let idx = pos / P;
+            let in_page = (pos % P) as usize;
             let chunk = (PAGE - in_page).min(data.len() - done);
-            let page = self.pages.entry(idx).or_insert_with(|| {
+            let slot = self.pages.entry(idx).or_insert_with(|| {
                 added += 1;
-                Box::new([0u8; PAGE])
+                None
             });
+            let page = slot.get_or_insert_with(|| Box::new([0u8; PAGE]));
             page[in_page..in_page + chunk].copy_from_slice(&data[done..done + chunk]);
             done += chunk;
         }
@@ -148,36 +157,113 @@ impl FileData {
     /// Cuts the data to `len` bytes: drops whole pages past it and zeroes the tail of the
     /// last one. Returns the number of pages freed.
     pub fn truncate(&mut self, len: u64) -> u64 {
-        let first_gone = len.div_ceil(PAGE as u64);
-        let gone = self.pages.split_off(&first_gone);
-        if len % PAGE as u64 != 0 {
-            if let Some(p) = self.pages.get_mut(&(len / PAGE as u64)) {
-                p[(len % PAGE as u64) as usize..].fill(0);
+        let gone = self.pages.split_off(&len.div_ceil(P));
+        if len % P != 0 {
+            if let Some(Some(p)) = self.pages.get_mut(&(len / P)) {
+                p[(len % P) as usize..].fill(0);
             }
         }
         gone.len() as u64
     }
 
-    /// Pages held.
-    pub fn pages(&self) -> u64 {
-        self.pages.len() as u64
+    /// `FALLOC_FL_PUNCH_HOLE` over `[off, end)`: frees the pages wholly inside, zeroes the
+    /// parts of the others. Returns the number of pages freed.
+    pub fn punch(&mut self, off: u64, end: u64) -> u64 {
+        if end <= off {
+            return 0;
+        }
+        let (first_whole, end_whole) = (off.div_ceil(P), end / P);
+        let mut freed = 0;
+        if first_whole < end_whole {
+            let inside: Vec<u64> = self
+                .pages
+                .range(first_whole..end_whole)
+                .map(|(&i, _)| i)
+                .collect();
+            freed = inside.len() as u64;
+            for i in inside {
+                self.pages.remove(&i);
+            }
+        }
+        // The partial pages at either end.
+        for idx in [off / P, (end - 1) / P] {
+            let (lo, hi) = ((idx * P).max(off), ((idx + 1) * P).min(end));
+            if lo < hi && (lo > idx * P || hi < (idx + 1) * P) {
+                if let Some(Some(p)) = self.pages.get_mut(&idx) {
+                    p[(lo - idx * P) as usize..(hi - idx * P) as usize].fill(0);
+                }
+            }
+        }
+        freed
+    }
+
+    /// `fallocate` of `[off, end)`: reserves every page not in the map (no memory: a
+    /// reserved page reads as zeros). The caller charged [`FileData::missing_pages`].
+    pub fn reserve(&mut self, off: u64, end: u64) -> u64 {
+        let mut added = 0;
+        if end <= off {
+            return 0;
+        }
+        for idx in off / P..=(end - 1) / P {
+            if let std::collections::btree_map::Entry::Vacant(v) = self.pages.entry(idx) {
+                v.insert(None);
+                added += 1;
+            }
+        }
+        added
+    }
+
+    /// How many pages a write or reservation of `[off, end)` would add (the holes it
+    /// covers).
+    pub fn missing_pages(&self, off: u64, end: u64) -> u64 {
+        if end <= off {
+            return 0;
+        }
+        let (first, last) = (off / P, (end - 1) / P);
+        (last - first + 1) - self.pages.range(first..=last).count() as u64
+    }
+
+    /// The end of the longest prefix of `[off, end)` whose writing adds at most `n` pages.
+    pub fn prefix_adding(&self, off: u64, end: u64, n: u64) -> u64 {
+        let mut added = 0;
+        let mut idx = off / P;
+        loop {
+            let start = (idx * P).max(off);
+            if start >= end {
+                return end;
+            }
+            if !self.pages.contains_key(&idx) {
+                if added == n {
+                    return start;
+                }
+                added += 1;
+            }
+            idx += 1;
+        }
+    }
+
+    /// Frees every page; returns how many there were.
+    pub fn clear(&mut self) -> u64 {
+        let n = self.pages.len() as u64;
+        self.pages.clear();
+        n
     }
 
     /// `SEEK_DATA` (`seek_data`) or `SEEK_HOLE` from `start` in a file of `size` bytes
     /// (`0 <= start`), computed as Linux `mapping_seek_hole_data` computes it over 4 KiB
     /// pages, wrap-around included: the page that ends at 2^63 rounds its end to a negative
     /// offset, so `SEEK_DATA` does not see it and `SEEK_HOLE` inside it answers that negative
-    /// offset, which tmpfs hands back unchecked. `Err(ENXIO)` past the end or with no data.
+    /// offset, which tmpfs hands back unchecked. Reserved pages are holes, as tmpfs's
+    /// fallocated (not uptodate) ones are. `Err(ENXIO)` past the end or with no data.
     pub fn seek(&self, start: i64, size: i64, seek_data: bool) -> Result<i64> {
-        let page = PAGE as u64;
         if size <= start {
             return Err(Errno::ENXIO);
         }
         let clamp = |x: i64| if x > size { size } else { x };
         let mut start = start;
-        let last = (size - 1) as u64 / page;
-        for (&idx, _) in self.pages.range(start as u64 / page..=last) {
-            let pos = (idx * page) as i64;
+        let last = (size - 1) as u64 / P;
+        for (&idx, page) in self.pages.range(start as u64 / P..=last) {
+            let pos = (idx * P) as i64;
             if start < pos {
                 // A hole before this page: SEEK_HOLE is done; SEEK_DATA moves to the page.
                 if !seek_data {
@@ -186,9 +272,10 @@ impl FileData {
                 start = pos;
             }
             // `round_up(pos + 1, PAGE_SIZE)` in u64, then used as a signed offset.
-            let end_of_page = (idx * page + 1).next_multiple_of(page) as i64;
-            // A page with data: SEEK_DATA stays where it is, SEEK_HOLE goes to its end.
-            if !seek_data {
+            let end_of_page = (idx * P + 1).next_multiple_of(P) as i64;
+            // Linux `folio_seek_hole_data`: a page with data keeps SEEK_DATA where it is
+            // and moves SEEK_HOLE to its end; a reserved page the other way round.
+            if seek_data != page.is_some() {
                 start = end_of_page;
             }
             if start < end_of_page {
@@ -233,6 +320,10 @@ pub struct Inode {
     /// Serializes attribute writers (and so the writers of `seq`).
     attr_lock: Mutex<()>,
     seq: SeqCount32,
+    /// Holds on the inode's contents: one while it has links, one per open description. At
+    /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
+    /// [`Inode::hold`].
+    holds: AtomicU32,
     /// Inode number, unique within its file system for the inode's life.
     pub ino: u64,
     mode: AtomicU32,
@@ -320,6 +411,8 @@ impl Inode {
             ino,
             rdev,
             seq: SeqCount32::new(),
+            // The creator's hold: the new inode's first link, or its `O_TMPFILE` description.
+            holds: AtomicU32::new(1),
             mode: AtomicU32::new(mode),
             uid: AtomicU32::new(uid),
             gid: AtomicU32::new(gid),
@@ -372,12 +465,6 @@ impl Inode {
     #[inline]
     pub fn gid(&self) -> u32 {
         self.gid.load(Relaxed)
-    }
-
-    /// The link count.
-    #[inline]
-    pub fn nlink(&self) -> u32 {
-        self.nlink.load(Relaxed)
     }
 
     /// The size in bytes.
@@ -500,6 +587,23 @@ impl Inode {
         });
     }
 
+    /// Takes a hold on the contents (for an open description or a new first link), unless
+    /// the inode was evicted. Like a reference count with a dead state: zero is final.
+    pub fn hold(&self) -> bool {
+        self.holds
+            .fetch_update(Acquire, Relaxed, |n| (n > 0).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Gives a hold back; `true` for the last one: the caller evicts the inode
+    /// (`MemFs::evict`).
+    #[must_use = "the caller of the last release evicts the inode"]
+    pub fn release(&self) -> bool {
+        let prev = self.holds.fetch_sub(1, AcqRel);
+        debug_assert!(prev > 0, "released an evicted inode");
+        prev == 1
+    }
+
     /// Adds `delta` to the link count and sets ctime.
     pub fn add_links(&self, delta: i32, now: Option<Timespec>) -> u32 {
         let _g = self.attr_lock.lock();
@@ -518,7 +622,9 @@ impl Inode {
     pub fn link_if_alive(&self, tmpfile: bool, now: Timespec) -> bool {
         let _g = self.attr_lock.lock();
         let n = self.nlink.load(Relaxed);
-        if n == 0 && !tmpfile {
+        // A first link takes a hold of its own (the caller's description keeps the inode
+        // from being evicted meanwhile).
+        if n == 0 && (!tmpfile || !self.hold()) {
             return false;
         }
         self.seq.write_begin();

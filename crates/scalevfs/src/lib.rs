@@ -42,7 +42,7 @@ mod walk;
 pub mod __bench;
 
 pub use errno::{Errno, Result};
-pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
+pub use memfs::{MemFs, MemFsOptions, NEGATIVE_FLOOR, TMPFS_MAGIC};
 pub use pathcache::clear_thread_cache;
 pub use process::Process;
 pub use types::*;
@@ -192,6 +192,7 @@ impl Drop for Vfs {
                 drop(t.into_owned());
             }
         }
+        crossbeam_epoch::pin().flush();
     }
 }
 

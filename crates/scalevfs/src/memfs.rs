@@ -11,13 +11,18 @@
 //! not share a counter line.
 //!
 //! # Accounting
-//! Inode and page counts are striped counters. An inode is counted from creation until its
-//! last link goes (an unlinked-but-open file's pages are no longer counted).
+//! As tmpfs: an inode counts from its creation until it is evicted, when its last link and
+//! its last open description are both gone (`Inode::hold`); a data page counts from the
+//! write that allocates it until a truncate, a hole punch or the eviction frees it. Each is
+//! charged once and uncharged once. Without limits the counts are striped; with
+//! `max_inodes` or `max_bytes` they are exact (`sync::UsageCounter`): a create or an
+//! allocation that would pass the limit fails with `ENOSPC`, and nothing it would have
+//! allocated is kept.
 
 use crate::dentry::{DHash, DRef};
 use crate::errno::{Errno, Result};
 use crate::inode::{Contents, DirState, FileData, Inode};
-use crate::sync::StripedCounter;
+use crate::sync::{StripedCounter, UsageCounter};
 use crate::types::{mode::*, StatFs, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
@@ -45,7 +50,10 @@ pub struct MemFsOptions {
     /// to 16..=2^24.
     pub hash_buckets: usize,
     /// Cap on cached negative entries (lookups of missing names beyond it are not cached).
-    pub max_negative: u64,
+    /// `None` (the default): proportional to the tree, [`NEGATIVE_FLOOR`] plus one per inode
+    /// in use, so a flood of lookups of missing names costs at most about as much as the
+    /// tree itself.
+    pub max_negative: Option<u64>,
 }
 
 impl Default for MemFsOptions {
@@ -57,7 +65,7 @@ impl Default for MemFsOptions {
             max_inodes: None,
             max_bytes: None,
             hash_buckets: 1 << 17,
-            max_negative: 1 << 20,
+            max_negative: None,
         }
     }
 }
@@ -73,12 +81,19 @@ pub struct MemFs {
     next_ino: AtomicU64,
     /// Serializes renames that move a directory to another parent (loop prevention).
     pub(crate) rename_lock: Mutex<()>,
-    inodes: StripedCounter,
-    pages: StripedCounter,
+    /// Inodes in use, from creation to eviction.
+    inodes: UsageCounter,
+    /// Data pages in use: each charged once when a write allocates it, uncharged once when
+    /// a truncate, a hole punch or the inode's eviction frees it.
+    pages: UsageCounter,
     negatives: StripedCounter,
     negatives_full: AtomicBool,
     opts: MemFsOptions,
 }
+
+/// The negative entries a file system may cache whatever its size (see
+/// [`MemFsOptions::max_negative`]).
+pub const NEGATIVE_FLOOR: u64 = 1024;
 
 /// How often (in admissions per thread) the negative-entry count is re-summed.
 const NEG_RECHECK: u32 = 64;
@@ -100,8 +115,11 @@ impl MemFs {
             // Inode 1 is the root, as on tmpfs the root is the first inode allocated.
             next_ino: AtomicU64::new(2),
             rename_lock: Mutex::new(()),
-            inodes: StripedCounter::default(),
-            pages: StripedCounter::default(),
+            inodes: UsageCounter::new(opts.max_inodes),
+            pages: UsageCounter::new(
+                opts.max_bytes
+                    .map(|b| b.div_ceil(crate::inode::PAGE as u64)),
+            ),
             negatives: StripedCounter::default(),
             negatives_full: AtomicBool::new(false),
             opts,
@@ -115,7 +133,8 @@ impl MemFs {
             Contents::Dir(Mutex::new(DirState::default())),
             Timespec::now(),
         ));
-        fs.inodes.add(1);
+        // The root always fits (tmpfs counts it too, even against `nr_inodes=1`).
+        fs.inodes.charge_up_to(1);
         fs.root = Some(DHash::d_alloc_root(root));
         Arc::new(fs)
     }
@@ -152,10 +171,8 @@ impl MemFs {
         target: Option<&[u8]>,
         now: Timespec,
     ) -> Result<Arc<Inode>> {
-        if let Some(max) = self.opts.max_inodes {
-            if self.inodes.sum() as u64 >= max {
-                return Err(Errno::ENOSPC);
-            }
+        if !self.inodes.charge(1) {
+            return Err(Errno::ENOSPC);
         }
         let contents = match mode & S_IFMT {
             S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
@@ -163,7 +180,6 @@ impl MemFs {
             S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
             _ => Contents::Special,
         };
-        self.inodes.add(1);
         Ok(Arc::new(Inode::new(
             self.alloc_ino(),
             mode,
@@ -175,23 +191,38 @@ impl MemFs {
         )))
     }
 
-    /// Records that an inode lost its last link (and its pages with it).
-    pub(crate) fn inode_released(&self, pages: u64) {
-        self.inodes.add(-1);
-        self.pages.add(-(pages as i64));
+    /// Evicts an inode whose last hold went (see `Inode::hold`): its data pages are freed
+    /// at once (they need no grace period: nothing can reach them any more) and uncharged,
+    /// and the inode stops counting. Called exactly once per inode.
+    pub(crate) fn evict(&self, inode: &Inode) {
+        if let Contents::File(d) = &inode.contents {
+            let freed = d.write().clear();
+            self.pages.uncharge(freed);
+        }
+        self.inodes.uncharge(1);
     }
 
-    /// Reserves `n` more data pages, or `ENOSPC`.
-    pub(crate) fn charge_pages(&self, n: i64) -> Result<()> {
-        if n > 0 {
-            if let Some(max) = self.opts.max_bytes {
-                if (self.pages.sum() + n) as u64 * crate::inode::PAGE as u64 > max {
-                    return Err(Errno::ENOSPC);
-                }
-            }
+    /// Gives back a hold on `inode`, evicting it with the last one.
+    pub(crate) fn release(&self, inode: &Inode) {
+        if inode.release() {
+            self.evict(inode);
         }
-        self.pages.add(n);
-        Ok(())
+    }
+
+    /// Charges as many of `n` new data pages as the limit allows; returns how many.
+    pub(crate) fn charge_pages_up_to(&self, n: u64) -> u64 {
+        self.pages.charge_up_to(n)
+    }
+
+    /// Charges `n` new data pages if all fit under the limit; `false` (none charged)
+    /// otherwise.
+    pub(crate) fn charge_pages(&self, n: u64) -> bool {
+        self.pages.charge(n)
+    }
+
+    /// Gives back `n` data pages that were freed.
+    pub(crate) fn uncharge_pages(&self, n: u64) {
+        self.pages.uncharge(n);
     }
 
     /// Whether another negative entry may be cached; counts it if so. Summing the stripes
@@ -208,7 +239,11 @@ impl MemFs {
             v
         });
         if tick % NEG_RECHECK == 0 {
-            let full = self.negatives.sum() as u64 >= self.opts.max_negative;
+            let cap = self
+                .opts
+                .max_negative
+                .unwrap_or_else(|| NEGATIVE_FLOOR + self.inodes.used());
+            let full = self.negatives.sum().max(0) as u64 >= cap;
             if full != self.negatives_full.load(Relaxed) {
                 self.negatives_full.store(full, Relaxed);
             }
@@ -228,13 +263,10 @@ impl MemFs {
     /// What `statfs` reports.
     pub fn statfs(&self) -> StatFs {
         let page = crate::inode::PAGE as u64;
-        let blocks = self
-            .opts
-            .max_bytes
-            .map_or(u64::MAX / page / 2, |b| b / page);
-        let used = self.pages.sum().max(0) as u64;
-        let files = self.opts.max_inodes.unwrap_or(u64::MAX / 2);
-        let ifree = files.saturating_sub(self.inodes.sum().max(0) as u64);
+        let blocks = self.pages.max().unwrap_or(u64::MAX / page / 2);
+        let used = self.pages.used();
+        let files = self.inodes.max().unwrap_or(u64::MAX / 2);
+        let ifree = files.saturating_sub(self.inodes.used());
         StatFs {
             fs_type: TMPFS_MAGIC,
             bsize: page,
@@ -252,6 +284,9 @@ impl MemFs {
 impl Drop for MemFs {
     fn drop(&mut self) {
         self.dcache.teardown();
+        // The dentries torn down wait for a grace period: hand them to the collector now,
+        // rather than leave them in this thread's bag until it next defers enough.
+        crossbeam_epoch::pin().flush();
     }
 }
 

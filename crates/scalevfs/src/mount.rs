@@ -182,10 +182,11 @@ impl std::fmt::Debug for Mount {
 /// A reference to a mount for open files that writes no line shared between threads.
 ///
 /// `Arc<Mount>` keeps one count for everyone: every `open` and `close` on every thread
-/// would bounce it. Instead each thread keeps, per mount, one [`MountHandle`] (which owns
-/// one `Arc<Mount>`), and an open file holds an `Arc` of its thread's handle: the count it
-/// touches is that thread's. Handles of detached mounts are dropped from the thread's
-/// table when next looked up, or when the thread exits.
+/// would bounce it. Instead each thread has, per mount, one [`MountHandle`] (which owns one
+/// `Arc<Mount>`), and an open file holds an `Arc` of its thread's handle: the count it
+/// touches is that thread's. The thread's table holds its handles weakly: a handle lives
+/// while files the thread opened in that mount are open, and nothing in a thread-local
+/// table keeps a mount (or its file system) alive after its namespace is dropped.
 pub struct MountRef(Arc<MountHandle>);
 
 /// One thread's hold on a mount; see [`MountRef`].
@@ -205,20 +206,30 @@ impl MountRef {
     #[cfg(not(loom))]
     pub fn new(m: &Arc<Mount>) -> MountRef {
         use std::cell::RefCell;
+        use std::sync::Weak;
+        type Table = Vec<(*const Mount, Weak<MountHandle>)>;
         thread_local! {
-            static HANDLES: RefCell<Vec<Arc<MountHandle>>> = const { RefCell::new(Vec::new()) };
+            static HANDLES: RefCell<Table> = const { RefCell::new(Vec::new()) };
         }
+        let fresh = || Arc::new(MountHandle { mnt: m.clone() });
         let found = HANDLES.try_with(|h| {
             let mut h = h.borrow_mut();
-            h.retain(|x| !x.mnt.detached.load(Relaxed));
-            if let Some(x) = h.iter().find(|x| Arc::ptr_eq(&x.mnt, m)) {
-                return x.clone();
+            let key = Arc::as_ptr(m);
+            if let Some(x) = h
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, w)| w.upgrade())
+            {
+                return x;
             }
-            let x = Arc::new(MountHandle { mnt: m.clone() });
-            h.push(x.clone());
+            // The dead (and this mount's, if dead) go; the table stays as small as the set of
+            // mounts this thread has files open in.
+            h.retain(|(_, w)| w.strong_count() > 0);
+            let x = fresh();
+            h.push((key, Arc::downgrade(&x)));
             x
         });
-        MountRef(found.unwrap_or_else(|_| Arc::new(MountHandle { mnt: m.clone() })))
+        MountRef(found.unwrap_or_else(|_| fresh()))
     }
 }
 

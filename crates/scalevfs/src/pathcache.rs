@@ -219,6 +219,8 @@ pub fn clear_thread_cache() {
         .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
         .unwrap_or_default();
     drop(old);
+    // What the entries held may now wait for a grace period: let it go.
+    crossbeam_epoch::pin().flush();
 }
 
 #[cfg(all(test, not(loom)))]

@@ -35,7 +35,7 @@
 
 use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
-use crate::file::{FdTable, Loc, OpenFile};
+use crate::file::{FdTable, FileRef, Loc, OpenFile};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::memfs::MemFs;
 use crate::mount::{Mount, MountHold, MountTable};
@@ -116,6 +116,14 @@ fn cpath(p: &Path) -> Result<&[u8]> {
 struct Start<'g> {
     mnt: &'g Arc<Mount>,
     d: DPtr<'g>,
+}
+
+/// What `AT_EMPTY_PATH` names: a description's object, or the working directory.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    mnt: &'a Arc<Mount>,
+    inode: &'a Arc<Inode>,
+    flags: OFlags,
 }
 
 /// The parent directory a walk that stops at the parent found, held (see `walk`, "Holding
@@ -452,7 +460,7 @@ impl Process {
         self.umask.swap(mask & 0o777, SeqCst)
     }
 
-    fn file(&self, fd: Fd) -> Result<Arc<OpenFile>> {
+    fn file(&self, fd: Fd) -> Result<FileRef> {
         self.files.get(fd)
     }
 
@@ -619,11 +627,13 @@ impl Process {
         })
     }
 
+    /// `AT_EMPTY_PATH`: runs `f` on what `dirfd` refers to (the working directory for
+    /// `Fd::CWD`, as an `O_PATH` description would).
     fn empty_path<R>(
         &self,
         dirfd: Fd,
         flags: AtFlags,
-        f: impl FnOnce(&OpenFile) -> Result<R>,
+        f: impl FnOnce(Target<'_>) -> Result<R>,
     ) -> Result<R> {
         if !flags.contains(AtFlags::EMPTY_PATH) {
             return Err(Errno::ENOENT);
@@ -632,10 +642,18 @@ impl Process {
             let g = crossbeam_epoch::pin();
             let cwd = &self.ctx_ref(&g).cwd;
             let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
-            let of = OpenFile::new(&cwd.mnt, Some(cwd.d.clone()), inode, OFlags::PATH);
-            return f(&of);
+            return f(Target {
+                mnt: &cwd.mnt,
+                inode: &inode,
+                flags: OFlags::PATH,
+            });
         }
-        f(&*self.file(dirfd)?)
+        let of = self.file(dirfd)?;
+        f(Target {
+            mnt: &of.mnt,
+            inode: &of.inode,
+            flags: of.flags,
+        })
     }
 
     /// `access(2)`: checks with the real ids.
@@ -1142,7 +1160,8 @@ impl Process {
         } else {
             None
         };
-        Ok(OpenFile::new(p.mnt, dir, inode, flags))
+        // Evicted since the walk found it (unlinked and closed): walk again.
+        OpenFile::new(p.mnt, dir, inode, flags).ok_or(Fail::Retry)
     }
 
     /// Linux `may_open` for an existing object.
@@ -1247,9 +1266,11 @@ impl Process {
             };
             if let Some(d) = existing {
                 if let Some(inode) = d.get().inode(cx.guard) {
-                    // Taken under the directory lock, where the name still names it: a
-                    // racing unlink cannot take it away any more.
-                    let held = inode_arc(inode, cx.guard);
+                    // Held under the directory lock, where the name still links it: a racing
+                    // unlink cannot evict it any more. (With O_CREAT a directory is EISDIR
+                    // below, so no dentry is needed.)
+                    let held = OpenFile::new(parent.mnt, None, inode_arc(inode, cx.guard), flags)
+                        .expect("a linked inode can be held");
                     drop(st);
                     if flags.contains(OFlags::EXCL) {
                         return Err(Errno::EEXIST);
@@ -1270,9 +1291,6 @@ impl Process {
                         path = body;
                         continue;
                     }
-                    let mut p = parent;
-                    p.d = d;
-                    p.inode = Some(inode);
                     if d.flags() & MOUNTED != 0 {
                         // A mount point: open what is mounted there.
                         let rest: &[u8] = c.bytes;
@@ -1286,11 +1304,9 @@ impl Process {
                             flags,
                         );
                     }
-                    // With O_CREAT a directory is EISDIR here, so no dentry is needed.
                     Self::may_open(inode, flags, cx.creds)?;
-                    let of = OpenFile::new(p.mnt, None, held, flags);
-                    self.finish_open(&of, cx.creds)?;
-                    return Ok(of);
+                    self.finish_open(&held, cx.creds)?;
+                    return Ok(held);
                 }
             }
             if st.dead {
@@ -1303,9 +1319,11 @@ impl Process {
             let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
             let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
             Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
+            // Held before the lock goes: the file is ours even if it is unlinked at once.
+            let of = OpenFile::new(parent.mnt, None, inode, flags).expect("a linked inode");
             drop(st);
             dir_inode.dir_changed(1, t);
-            return Ok(OpenFile::new(parent.mnt, None, inode, flags));
+            return Ok(of);
         }
     }
 
@@ -1329,8 +1347,9 @@ impl Process {
         let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
         let (uid, gid, m) = init_owner(dir, cx.creds, m);
         let inode = p.mnt.fs.new_inode(m, uid, gid, 0, None, now())?;
+        // No link: the creator's hold is the description's.
         inode.add_links(-1, None);
-        Ok(OpenFile::new(p.mnt, None, inode, flags))
+        Ok(OpenFile::with_hold(p.mnt, None, inode, flags))
     }
 
     /// Opens the object `fd` refers to again, with new `flags` (what Linux does through
@@ -1351,7 +1370,8 @@ impl Process {
             return Err(Errno::ELOOP);
         }
         Self::may_open(&old.inode, flags | OFlags::NOFOLLOW, creds)?;
-        let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags);
+        let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
+            .expect("held by the old description");
         self.finish_open(&of, creds)?;
         self.files.insert(Arc::new(of))
     }
@@ -1366,7 +1386,7 @@ impl Process {
     /// The description behind `fd` for I/O of `len` bytes at `pos` (the file position when
     /// `None`), checked in Linux's order: the access mode (`EBADF`), the range
     /// (`rw_verify_area`: `EINVAL` if it passes `i64::MAX`), then the kind (`EISDIR`).
-    fn io_file(&self, fd: Fd, write: bool, pos: Option<u64>, len: usize) -> Result<Arc<OpenFile>> {
+    fn io_file(&self, fd: Fd, write: bool, pos: Option<u64>, len: usize) -> Result<FileRef> {
         let f = self.file(fd)?;
         let allowed = if write {
             f.flags.writable()
@@ -1417,17 +1437,29 @@ impl Process {
         if buf.is_empty() {
             return Ok((0, off));
         }
-        let end = off.checked_add(buf.len() as u64).ok_or(Errno::EFBIG)?;
-        if end > MAX_FILE_SIZE {
+        // Linux `generic_write_checks_count`: nothing at or past the maximum size, and a
+        // write that would pass it is cut short there.
+        if off >= MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
-        let pages_before = data.pages();
-        let added = data.write(buf, off);
-        if let Err(e) = f.mnt.fs.charge_pages(added as i64) {
-            data.truncate(size);
-            let _ = pages_before;
-            return Err(e);
+        let mut n = (buf.len() as u64).min(MAX_FILE_SIZE - off);
+        // The pages the write adds are charged before any byte changes. With too few left,
+        // the write is cut short where the pages it could charge end (as tmpfs does, page
+        // by page), or fails with ENOSPC if not one byte fits: never a change then an error,
+        // and never a page kept without its charge.
+        let need = data.missing_pages(off, off + n);
+        let got = f.mnt.fs.charge_pages_up_to(need);
+        if got < need {
+            let limit = data.prefix_adding(off, off + n, got);
+            if limit == off {
+                f.mnt.fs.uncharge_pages(got);
+                return Err(Errno::ENOSPC);
+            }
+            n = limit - off;
         }
+        let end = off + n;
+        let added = data.write(&buf[..n as usize], off);
+        debug_assert_eq!(added, got, "pages added and charged differ");
         let t = now();
         let kill = write_kill_bits(&f.inode, creds);
         f.inode.update(&AttrUpdate {
@@ -1437,7 +1469,7 @@ impl Process {
             times: Times::modify(t),
             ..Default::default()
         });
-        Ok((buf.len(), end))
+        Ok((n as usize, end))
     }
 
     /// `read(2)`.
@@ -1690,14 +1722,11 @@ impl Process {
         Ok(())
     }
 
-    /// One link of `victim` went away.
+    /// One link of `victim` went away; with the last, so does the link's hold (the inode
+    /// is evicted unless open).
     fn drop_link(fs: &MemFs, victim: &Inode, t: Timespec) {
         if victim.add_links(-1, Some(t)) == 0 {
-            let pages = match &victim.contents {
-                crate::inode::Contents::File(d) => d.read().pages(),
-                _ => 0,
-            };
-            fs.inode_released(pages);
+            fs.release(victim);
         }
     }
 
@@ -1763,7 +1792,7 @@ impl Process {
             drop(locks);
             let t = now();
             victim.add_links(-2, Some(t));
-            fs.inode_released(0);
+            fs.release(&victim);
             dir_inode.add_links(-1, None);
             dir_inode.dir_changed(-1, t);
             return Ok(());
@@ -2105,7 +2134,7 @@ impl Process {
                         fs.dcache.d_drop(nd, locks.get(d2m));
                         if replaced_dir {
                             ni.add_links(-2, Some(t));
-                            fs.inode_released(0);
+                            fs.release(ni);
                         } else {
                             Self::drop_link(fs, ni, t);
                         }
@@ -2154,7 +2183,7 @@ impl Process {
         if path.is_empty() {
             let g = crossbeam_epoch::pin();
             let creds = self.creds_ref(&g).clone();
-            return self.empty_path(dirfd, flags, |of| f(&of.inode, &of.mnt.fs, &creds));
+            return self.empty_path(dirfd, flags, |of| f(of.inode, &of.mnt.fs, &creds));
         }
         self.at(dirfd, path, |cx, start| {
             let (p, _hold) =
@@ -2392,7 +2421,7 @@ impl Process {
         let mut data = d.write();
         let size = inode.size();
         let freed = if len < size { data.truncate(len) } else { 0 };
-        fs.charge_pages(-(freed as i64))?;
+        fs.uncharge_pages(freed);
         let t = now();
         let kill = write_kill_bits(inode, creds);
         let touch = always_touch || len != size;
@@ -2405,6 +2434,77 @@ impl Process {
             } else {
                 Times::default()
             },
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `fallocate(2)` as on tmpfs: allocation (`FallocFlags::empty()`, optionally
+    /// `KEEP_SIZE`) reserves every page of the range up front, or fails with `ENOSPC`
+    /// having reserved none, so that later writes there cannot fail for space; `PUNCH_HOLE |
+    /// KEEP_SIZE` frees the pages wholly inside the range and zeroes the rest of it. Offsets
+    /// and lengths are `loff_t`s: above `i64::MAX` they are negative. Errors in Linux's
+    /// order (`vfs_fallocate`, then `shmem_fallocate`).
+    pub fn fallocate(&self, fd: Fd, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
+        if off > i64::MAX as u64 || len == 0 || len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        const MODE_MASK: u32 = 0x02 | 0x08 | 0x10 | 0x20 | 0x40 | 0x80;
+        if mode.0 & !(MODE_MASK | FallocFlags::KEEP_SIZE.0) != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let keep = mode.contains(FallocFlags::KEEP_SIZE);
+        match mode.0 & MODE_MASK {
+            0 | 0x10 | 0x40 => {}
+            0x02 if keep => {}
+            0x08 | 0x20 | 0x80 if !keep => {}
+            _ => return Err(Errno::EOPNOTSUPP),
+        }
+        let f = self.file(fd)?;
+        if f.is_path() || !f.flags.writable() {
+            return Err(Errno::EBADF);
+        }
+        match f.inode.mode() & S_IFMT {
+            S_IFIFO => return Err(Errno::ESPIPE),
+            S_IFDIR => return Err(Errno::EISDIR),
+            S_IFREG => {}
+            _ => return Err(Errno::ENODEV),
+        }
+        let end = off + len;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let punch = mode.contains(FallocFlags::PUNCH_HOLE);
+        if mode.0 & !(FallocFlags::KEEP_SIZE.0 | FallocFlags::PUNCH_HOLE.0) != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let crate::inode::Contents::File(d) = &f.inode.contents else {
+            return Err(Errno::ENODEV);
+        };
+        let fs = &f.mnt.fs;
+        let mut data = d.write();
+        let size = f.inode.size();
+        let pages_delta = if punch {
+            let freed = data.punch(off, end);
+            fs.uncharge_pages(freed);
+            -(freed as i64)
+        } else {
+            let need = data.missing_pages(off, end);
+            // tmpfs reserves all of the range or none of it.
+            if !fs.charge_pages(need) {
+                return Err(Errno::ENOSPC);
+            }
+            let added = data.reserve(off, end);
+            debug_assert_eq!(added, need);
+            added as i64
+        };
+        let g = crossbeam_epoch::pin();
+        let kill = write_kill_bits(&f.inode, self.creds_ref(&g));
+        f.inode.update(&AttrUpdate {
+            size: (!keep && end > size).then_some(end),
+            pages_delta,
+            perm: (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill),
+            times: Times::modify(now()),
             ..Default::default()
         });
         Ok(())

@@ -538,6 +538,95 @@ impl std::fmt::Debug for StripedCounter {
     }
 }
 
+/// A count of resources in use (a file system's inodes or data pages) against an optional
+/// limit. Without a limit it is a [`StripedCounter`]: commuting charges touch different
+/// lines. With one it is a single counter changed by compare-and-swap, so the limit is exact
+/// and the count can never go below zero or above the limit.
+pub struct UsageCounter {
+    striped: StripedCounter,
+    limited: CachePadded<AtomicU64>,
+    max: Option<u64>,
+}
+
+impl UsageCounter {
+    /// A counter at zero with at most `max` in use.
+    pub fn new(max: Option<u64>) -> UsageCounter {
+        UsageCounter {
+            striped: StripedCounter::default(),
+            limited: CachePadded::new(AtomicU64::new(0)),
+            max,
+        }
+    }
+
+    /// Charges `n` if the limit allows all of it; `false` (nothing charged) otherwise.
+    #[inline]
+    pub fn charge(&self, n: u64) -> bool {
+        if n == 0 {
+            return true;
+        }
+        let Some(max) = self.max else {
+            self.striped.add(n as i64);
+            return true;
+        };
+        self.limited
+            .fetch_update(Relaxed, Relaxed, |used| {
+                (used.checked_add(n)? <= max).then_some(used + n)
+            })
+            .is_ok()
+    }
+
+    /// Charges as many of `n` as the limit allows, and returns how many that was.
+    #[inline]
+    pub fn charge_up_to(&self, n: u64) -> u64 {
+        let Some(max) = self.max else {
+            self.striped.add(n as i64);
+            return n;
+        };
+        let r = self.limited.fetch_update(Relaxed, Relaxed, |used| {
+            let take = n.min(max.saturating_sub(used));
+            (take > 0).then_some(used + take)
+        });
+        match r {
+            Ok(used) => n.min(max - used),
+            Err(_) => 0,
+        }
+    }
+
+    /// Gives back `n` charged before.
+    #[inline]
+    pub fn uncharge(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.max.is_none() {
+            self.striped.add(-(n as i64));
+            return;
+        }
+        let prev = self.limited.fetch_sub(n, Relaxed);
+        debug_assert!(prev >= n, "uncharged more than was charged");
+    }
+
+    /// How much is in use (a sum of stripes without a limit: not a snapshot under
+    /// concurrent charges).
+    pub fn used(&self) -> u64 {
+        match self.max {
+            Some(_) => self.limited.load(Relaxed),
+            None => self.striped.sum().max(0) as u64,
+        }
+    }
+
+    /// The limit.
+    pub fn max(&self) -> Option<u64> {
+        self.max
+    }
+}
+
+impl std::fmt::Debug for UsageCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "UsageCounter({}/{:?})", self.used(), self.max)
+    }
+}
+
 /// A padded table of mutexes chosen by hashing a key (seed 002's hashed locks): rarely
 /// taken per-object locks without a lock word in every object.
 pub struct LockTable {

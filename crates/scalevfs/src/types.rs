@@ -112,6 +112,27 @@ flags! {
 }
 
 flags! {
+    /// `fallocate(2)` modes, Linux values. tmpfs (and so memfs) does space allocation (no
+    /// bit), `KEEP_SIZE`, and `PUNCH_HOLE | KEEP_SIZE`; the other modes are `EOPNOTSUPP`.
+    FallocFlags: u32 {
+        /// Do not change the file size.
+        KEEP_SIZE = 0x01;
+        /// Free the range (with `KEEP_SIZE`).
+        PUNCH_HOLE = 0x02;
+        /// Remove the range, shifting what follows (not on tmpfs).
+        COLLAPSE_RANGE = 0x08;
+        /// Zero the range (not on tmpfs).
+        ZERO_RANGE = 0x10;
+        /// Insert a hole, shifting what follows (not on tmpfs).
+        INSERT_RANGE = 0x20;
+        /// Unshare shared blocks (not on tmpfs).
+        UNSHARE_RANGE = 0x40;
+        /// Zero the range by writing (not on tmpfs).
+        WRITE_ZEROES = 0x80;
+    }
+}
+
+flags! {
     /// `access(2)` mode bits.
     Access: u32 {
         /// Existence only.

@@ -2063,3 +2063,75 @@ case!(getcwd_deeper_than_path_max, |r| {
     ok!(r.chdir(".."));
     ok!(r.stat("."));
 });
+
+// ---------------------------------------------------------------------------------------------
+// fallocate (tmpfs: allocation and hole punching)
+
+const FALLOC_KEEP_SIZE: u32 = 0x01;
+const FALLOC_PUNCH_HOLE: u32 = 0x02;
+const FALLOC_COLLAPSE_RANGE: u32 = 0x08;
+const FALLOC_ZERO_RANGE: u32 = 0x10;
+const FALLOC_INSERT_RANGE: u32 = 0x20;
+
+case!(fallocate_modes_and_errors, |r| {
+    base(r);
+    let h = r.open("/f", o::RDWR, 0).unwrap();
+    for mode in [
+        0x04,
+        FALLOC_PUNCH_HOLE,
+        FALLOC_ZERO_RANGE,
+        FALLOC_ZERO_RANGE | FALLOC_KEEP_SIZE,
+        FALLOC_COLLAPSE_RANGE,
+        FALLOC_INSERT_RANGE,
+        FALLOC_COLLAPSE_RANGE | FALLOC_KEEP_SIZE,
+        FALLOC_PUNCH_HOLE | FALLOC_ZERO_RANGE | FALLOC_KEEP_SIZE,
+        0x100,
+    ] {
+        r.fallocate(h, mode, 0, 4096);
+    }
+    r.fallocate(h, 0, 0, 0);
+    r.fallocate(h, 0, 1 << 63, 10);
+    r.fallocate(h, 0, 10, 1 << 63);
+    r.fallocate(h, 0, (1 << 63) - 10, 100);
+    r.fallocate(h, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE, 0, 0);
+    let ro = r.open("/f", o::RDONLY, 0).unwrap();
+    r.fallocate(ro, 0, 0, 10);
+    let p = r.open("/f", o::PATH, 0).unwrap();
+    r.fallocate(p, 0, 0, 10);
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    r.fallocate(d, 0, 0, 10);
+    let a = r.open("/f", o::WRONLY | o::APPEND, 0).unwrap();
+    r.fallocate(a, 0, 0, 10);
+    ok!(r.stat("/f"));
+});
+
+case!(fallocate_allocates_and_punches, |r| {
+    ok!(r.mkfile("/f", b""));
+    let h = r.open("/f", o::RDWR, 0).unwrap();
+    let t0 = r.times("/f");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok!(r.fallocate(h, 0, 4096, 3 * 4096));
+    r.times_rel("fallocate", "/f", &t0);
+    ok!(r.fstat(h));
+    ok!(r.fallocate(h, FALLOC_KEEP_SIZE, 100_000, 10));
+    ok!(r.fstat(h));
+    // Reserved pages read as zeros and are holes to SEEK_DATA.
+    ok!(r.pread(h, 8, 5000));
+    r.lseek(h, 0, SEEK_DATA);
+    r.lseek(h, 0, SEEK_HOLE);
+    ok!(r.pwrite(h, &[9u8; 10000], 2000));
+    ok!(r.fstat(h));
+    r.lseek(h, 0, SEEK_DATA);
+    r.lseek(h, 3000, SEEK_HOLE);
+    // A hole through the middle: whole pages freed, the partial ones zeroed.
+    ok!(r.fallocate(h, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE, 3000, 6000));
+    ok!(r.fstat(h));
+    ok!(r.pread(h, 20, 2990));
+    ok!(r.pread(h, 20, 8990));
+    r.lseek(h, 0, SEEK_HOLE);
+    r.lseek(h, 4096, SEEK_DATA);
+    // Punching past the end changes nothing, and the size stays.
+    ok!(r.fallocate(h, FALLOC_PUNCH_HOLE | FALLOC_KEEP_SIZE, 50_000, 100_000));
+    ok!(r.fstat(h));
+    ok!(r.cat("/f"));
+});

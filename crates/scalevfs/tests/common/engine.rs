@@ -158,6 +158,12 @@ impl Sys for Engine {
         self.p.fstat(self.fd(h)?).map(st).map_err(e)
     }
 
+    fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {
+        self.p
+            .fallocate(self.fd(h)?, scalevfs::FallocFlags(mode), off, len)
+            .map_err(e)
+    }
+
     fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
         self.p.ftruncate(self.fd(h)?, len).map_err(e)
     }

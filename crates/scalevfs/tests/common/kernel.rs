@@ -316,6 +316,11 @@ impl Sys for Kernel {
         rfs::fstat(self.fd(h)?).map(st).map_err(errno)
     }
 
+    fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {
+        let mode = rfs::FallocateFlags::from_bits_retain(mode);
+        rfs::fallocate(self.fd(h)?, mode, off, len).map_err(errno)
+    }
+
     fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
         rfs::ftruncate(self.fd(h)?, len).map_err(errno)
     }

@@ -188,6 +188,7 @@ pub trait Sys {
     fn lseek(&mut self, h: H, off: i64, whence: u32) -> Res<u64>;
     fn fstat(&mut self, h: H) -> Res<St>;
     fn ftruncate(&mut self, h: H, len: u64) -> Res<()>;
+    fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()>;
     fn fchmod(&mut self, h: H, mode: u32) -> Res<()>;
     fn fchown(&mut self, h: H, uid: Option<u32>, gid: Option<u32>) -> Res<()>;
     fn fchdir(&mut self, h: H) -> Res<()>;
@@ -559,6 +560,11 @@ impl<'a> Rec<'a> {
     pub fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
         let r = self.sys.ftruncate(h, len);
         self.unit(format!("ftruncate(fd{}, {len})", h.0), r)
+    }
+
+    pub fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {
+        let r = self.sys.fallocate(h, mode, off, len);
+        self.unit(format!("fallocate(fd{}, {mode:#x}, {off}, {len})", h.0), r)
     }
 
     pub fn fchmod(&mut self, h: H, mode: u32) -> Res<()> {

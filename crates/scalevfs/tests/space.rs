@@ -1,0 +1,321 @@
+//! Space accounting under `max_bytes` (issue 9): every data page is charged once, when a
+//! write or `fallocate` adds it, and uncharged once, when a truncate, a hole punch or the
+//! inode's eviction (its last link and last open gone) frees it. `statfs` says what is in
+//! use; a write is all or a short prefix, never a change and then an error.
+
+use proptest::prelude::*;
+use scalevfs::*;
+use std::collections::HashMap;
+
+const PAGE: u64 = 4096;
+const MIB: u64 = 1 << 20;
+
+fn capped(bytes: u64) -> Process {
+    Vfs::new(MemFs::new(MemFsOptions {
+        max_bytes: Some(bytes),
+        ..Default::default()
+    }))
+    .process(Creds::root())
+}
+
+/// Pages in use, as `statfs` says.
+fn used(p: &Process) -> u64 {
+    let s = p.statfs("/").unwrap();
+    s.blocks - s.bfree
+}
+
+fn rw(p: &Process, path: &str) -> Fd {
+    p.open(path, OFlags::RDWR | OFlags::CREAT, 0o644).unwrap()
+}
+
+/// Before: an unlinked-but-open file's pages were uncharged at the unlink, and a truncate
+/// uncharged them again: the counter went negative, and every later write failed with
+/// ENOSPC until a remount.
+#[test]
+fn truncate_after_unlink_does_not_uncharge_twice() {
+    let p = capped(4 * MIB);
+    let fd = rw(&p, "/f");
+    assert_eq!(
+        p.write(fd, &vec![1u8; 3 * MIB as usize]).unwrap(),
+        3 * MIB as usize
+    );
+    assert_eq!(used(&p), 3 * MIB / PAGE);
+    p.unlink("/f").unwrap();
+    // Still open: still in use, as on tmpfs.
+    assert_eq!(used(&p), 3 * MIB / PAGE);
+    p.ftruncate(fd, 0).unwrap();
+    assert_eq!(used(&p), 0);
+    p.close(fd).unwrap();
+    assert_eq!(used(&p), 0);
+    p.write_file("/g", &vec![2u8; 3 * MIB as usize]).unwrap();
+    assert_eq!(used(&p), 3 * MIB / PAGE);
+}
+
+/// Before: pages written to a file after its unlink were never uncharged.
+#[test]
+fn pages_written_after_unlink_come_back_at_close() {
+    let p = capped(4 * MIB);
+    let fd = rw(&p, "/f");
+    p.write(fd, &[1u8; 100]).unwrap();
+    p.unlink("/f").unwrap();
+    p.pwrite(fd, &vec![3u8; 2 * MIB as usize], MIB).unwrap();
+    assert_eq!(used(&p), 1 + 2 * MIB / PAGE);
+    p.close(fd).unwrap();
+    assert_eq!(used(&p), 0);
+    assert_eq!(
+        p.statfs("/").unwrap().ffree + 1,
+        p.statfs("/").unwrap().files
+    );
+}
+
+/// Before: a write that failed with ENOSPC into the holes of a sparse file kept the pages
+/// it had allocated (uncharged), and its data: 1,000 failed writes left a gigabyte resident.
+#[test]
+fn failed_writes_keep_no_pages() {
+    let p = capped(MIB);
+    p.write_file("/full", &vec![0u8; MIB as usize]).unwrap();
+    let fd = rw(&p, "/sparse");
+    // The holes are inside the file: a failed write must not keep what it allocated there.
+    p.ftruncate(fd, 1000 * MIB).unwrap();
+    for i in 0..1000u64 {
+        assert_eq!(
+            p.pwrite(fd, &[7u8; 4096], i * MIB),
+            Err(Errno::ENOSPC),
+            "write {i}"
+        );
+    }
+    let st = p.fstat(fd).unwrap();
+    assert_eq!((st.size, st.blocks), (1000 * MIB, 0));
+    let mut b = [1u8; 16];
+    assert_eq!(p.pread(fd, &mut b, 999 * MIB).unwrap(), 16);
+    assert_eq!(b, [0u8; 16], "a failed write left its data");
+    assert_eq!(used(&p), MIB / PAGE);
+}
+
+/// A write that runs out of space is cut short where the pages it could charge end, as
+/// on tmpfs; one that cannot write a byte fails and changes nothing.
+#[test]
+fn writes_are_all_or_a_short_prefix() {
+    let p = capped(4 * PAGE);
+    let fd = rw(&p, "/f");
+    p.write(fd, &[1u8; 2 * PAGE as usize]).unwrap();
+    // Over the two existing pages, then two new ones, then a fifth that does not fit.
+    let n = p.pwrite(fd, &[2u8; 5 * PAGE as usize], 0).unwrap();
+    assert_eq!(n, 4 * PAGE as usize);
+    assert_eq!(used(&p), 4);
+    // Full: over existing data and past it, the existing part is written.
+    assert_eq!(p.pwrite(fd, &[3u8; 100], 4 * PAGE - 50).unwrap(), 50);
+    // Starting in a hole with no space left: an error, and nothing changed.
+    let before = p.read_file("/f").unwrap();
+    assert_eq!(p.pwrite(fd, &[4u8; 10], 10 * PAGE), Err(Errno::ENOSPC));
+    assert_eq!(p.read_file("/f").unwrap(), before);
+    assert_eq!(p.fstat(fd).unwrap().size, 4 * PAGE);
+}
+
+/// Before: `fallocate` reserved nothing, so a later write in the range could fail; tmpfs
+/// refuses the whole range up front, or reserves all of it.
+#[test]
+fn fallocate_reserves_or_refuses_up_front() {
+    let p = capped(8 * PAGE);
+    let fd = rw(&p, "/f");
+    assert_eq!(
+        p.fallocate(fd, FallocFlags::empty(), 0, 9 * PAGE),
+        Err(Errno::ENOSPC)
+    );
+    assert_eq!((used(&p), p.fstat(fd).unwrap().size), (0, 0));
+    p.fallocate(fd, FallocFlags::empty(), 0, 6 * PAGE).unwrap();
+    assert_eq!(used(&p), 6);
+    p.write_file("/other", &vec![0u8; 2 * PAGE as usize])
+        .unwrap();
+    assert_eq!(p.write_file("/more", b"x"), Err(Errno::ENOSPC));
+    // The reserved range is still writable in full.
+    assert_eq!(p.pwrite(fd, &[5u8; 6 * 4096], 0).unwrap(), 6 * 4096);
+    assert_eq!(used(&p), 8);
+}
+
+/// Before: punching a hole through the FUSE frontend wrote zeros (a 2 GiB sparse file
+/// grew to 2 GiB on disk). The engine frees the pages.
+#[test]
+fn punching_a_hole_frees_pages() {
+    let p = capped(64 * MIB);
+    let fd = rw(&p, "/f");
+    p.pwrite(fd, &vec![1u8; 16 * MIB as usize], 0).unwrap();
+    let hole = FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE;
+    p.fallocate(fd, hole, PAGE / 2, 16 * MIB).unwrap();
+    assert_eq!(used(&p), 1);
+    assert_eq!(p.fstat(fd).unwrap().size, 16 * MIB);
+    // A 2 GiB sparse file punched through stays empty.
+    p.ftruncate(fd, 2048 * MIB).unwrap();
+    p.fallocate(fd, hole, 0, 2048 * MIB).unwrap();
+    assert_eq!((used(&p), p.fstat(fd).unwrap().blocks), (0, 0));
+}
+
+/// One step of the property test.
+#[derive(Clone, Debug)]
+enum Op {
+    Write {
+        file: usize,
+        off: u64,
+        len: usize,
+    },
+    Truncate {
+        file: usize,
+        len: u64,
+    },
+    Punch {
+        file: usize,
+        off: u64,
+        len: u64,
+    },
+    Allocate {
+        file: usize,
+        off: u64,
+        len: u64,
+        keep: bool,
+    },
+    Unlink {
+        file: usize,
+    },
+    Close {
+        file: usize,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let file = 0..4usize;
+    let off = prop_oneof![0..64 * PAGE, Just(0), (0..64u64).prop_map(|p| p * PAGE)];
+    prop_oneof![
+        4 => (file.clone(), off.clone(), 1..(12 * PAGE as usize))
+            .prop_map(|(file, off, len)| Op::Write { file, off, len }),
+        1 => (file.clone(), 0..64 * PAGE).prop_map(|(file, len)| Op::Truncate { file, len }),
+        1 => (file.clone(), off.clone(), 1..16 * PAGE)
+            .prop_map(|(file, off, len)| Op::Punch { file, off, len }),
+        1 => (file.clone(), off, 1..16 * PAGE, any::<bool>())
+            .prop_map(|(file, off, len, keep)| Op::Allocate { file, off, len, keep }),
+        1 => file.clone().prop_map(|file| Op::Unlink { file }),
+        1 => file.prop_map(|file| Op::Close { file }),
+    ]
+}
+
+/// The pages in use, recounted from every live file: the linked ones by path, the
+/// unlinked-but-open ones through their descriptors (each inode once).
+fn recount(p: &Process, open: &HashMap<usize, Fd>) -> u64 {
+    let mut seen = HashMap::new();
+    for (path, st) in p.walk_tree("/").unwrap() {
+        if st.is_file() {
+            seen.insert(st.ino, st.blocks);
+            let _ = path;
+        }
+    }
+    for fd in open.values() {
+        let st = p.fstat(*fd).unwrap();
+        seen.insert(st.ino, st.blocks);
+    }
+    seen.values().sum::<u64>() / (PAGE / 512)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256)
+    ))]
+
+    /// After every step of a random sequence of writes, truncates, hole punches,
+    /// allocations, unlinks and closes on four files under a 128 KiB cap: what `statfs`
+    /// says is in use is what the files hold, never more than the cap, and every file's
+    /// bytes are what the writes that succeeded put there (a failed write changed nothing).
+    #[test]
+    fn statfs_matches_a_recount_of_every_page(ops in proptest::collection::vec(op(), 1..60)) {
+        let cap = 32 * PAGE;
+        let p = capped(cap);
+        let mut open: HashMap<usize, Fd> = HashMap::new();
+        let mut model: HashMap<usize, Vec<u8>> = HashMap::new();
+        let mut linked: HashMap<usize, bool> = HashMap::new();
+        for (step, op) in ops.iter().enumerate() {
+            let file = match op {
+                Op::Write { file, .. } | Op::Truncate { file, .. } | Op::Punch { file, .. }
+                | Op::Allocate { file, .. } | Op::Unlink { file } | Op::Close { file } => *file,
+            };
+            let path = format!("/f{file}");
+            if !open.contains_key(&file) && !matches!(op, Op::Unlink { .. } | Op::Close { .. }) {
+                let fd = p.open(&path, OFlags::RDWR | OFlags::CREAT, 0o644).unwrap();
+                if !linked.get(&file).copied().unwrap_or(false) {
+                    // A new file, or (after an unlink) a new one under the old name.
+                    model.insert(file, Vec::new());
+                    linked.insert(file, true);
+                }
+                open.insert(file, fd);
+            }
+            let data = model.entry(file).or_default();
+            match op {
+                Op::Write { off, len, .. } => {
+                    let fd = open[&file];
+                    let buf: Vec<u8> = (0..*len).map(|i| (i as u8) ^ (step as u8) | 1).collect();
+                    match p.pwrite(fd, &buf, *off) {
+                        Ok(n) => {
+                            prop_assert!(n > 0 && n <= *len);
+                            let end = *off as usize + n;
+                            if data.len() < end {
+                                data.resize(end, 0);
+                            }
+                            data[*off as usize..end].copy_from_slice(&buf[..n]);
+                        }
+                        Err(e) => prop_assert_eq!(e, Errno::ENOSPC),
+                    }
+                }
+                Op::Truncate { len, .. } => {
+                    p.ftruncate(open[&file], *len).unwrap();
+                    data.resize(*len as usize, 0);
+                }
+                Op::Punch { off, len, .. } => {
+                    let hole = FallocFlags::PUNCH_HOLE | FallocFlags::KEEP_SIZE;
+                    p.fallocate(open[&file], hole, *off, *len).unwrap();
+                    let end = ((*off + *len) as usize).min(data.len());
+                    if (*off as usize) < end {
+                        data[*off as usize..end].fill(0);
+                    }
+                }
+                Op::Allocate { off, len, keep, .. } => {
+                    let mode = if *keep { FallocFlags::KEEP_SIZE } else { FallocFlags::empty() };
+                    match p.fallocate(open[&file], mode, *off, *len) {
+                        Ok(()) => {
+                            if !keep && data.len() < (*off + *len) as usize {
+                                data.resize((*off + *len) as usize, 0);
+                            }
+                        }
+                        Err(e) => prop_assert_eq!(e, Errno::ENOSPC),
+                    }
+                }
+                Op::Unlink { .. } => {
+                    if linked.get(&file).copied().unwrap_or(false) {
+                        p.unlink(&path).unwrap();
+                        linked.insert(file, false);
+                    }
+                }
+                Op::Close { .. } => {
+                    if let Some(fd) = open.remove(&file) {
+                        p.close(fd).unwrap();
+                    }
+                    if !linked.get(&file).copied().unwrap_or(false) {
+                        model.remove(&file);
+                    }
+                }
+            }
+            let in_use = used(&p);
+            prop_assert!(in_use <= cap / PAGE, "step {}: {} pages in use", step, in_use);
+            prop_assert_eq!(in_use, recount(&p, &open), "step {}: {:?}", step, op);
+            if let (Some(fd), Some(data)) = (open.get(&file), model.get(&file)) {
+                let mut got = vec![0u8; data.len() + 10];
+                let n = p.pread(*fd, &mut got, 0).unwrap();
+                prop_assert_eq!(&got[..n], &data[..], "step {}: contents of f{}", step, file);
+            }
+        }
+        for (_, fd) in open.drain() {
+            p.close(fd).unwrap();
+        }
+        for file in 0..4 {
+            let _ = p.unlink(format!("/f{file}"));
+        }
+        prop_assert_eq!(used(&p), 0);
+        prop_assert_eq!(p.statfs("/").unwrap().ffree + 1, p.statfs("/").unwrap().files);
+    }
+}
