@@ -29,10 +29,10 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
     name::path_hash_nul(p)
 }
 
-/// The dentry hash key of (parent address, name hash) (`name::key_hash`).
+/// The dentry hash key of (table key, parent address, name hash) (`name::key_hash`).
 #[inline]
 pub fn key_hash(parent: usize, name_hash: u64) -> u64 {
-    name::key_hash(parent, name_hash)
+    name::key_hash(0x5eed, parent, name_hash)
 }
 
 /// A component and its hash, computed once, to probe the dentry hash with.

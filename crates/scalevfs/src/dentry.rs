@@ -62,7 +62,7 @@
 //! an epoch guard.
 
 use crate::inode::Inode;
-use crate::name::{key_hash, Component, DName};
+use crate::name::{Component, DName};
 use crate::sync::effects::effect;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, LockTable, RefCount, SeqCount};
 use crossbeam_epoch::Guard;
@@ -346,6 +346,9 @@ fn destroy(d: NonNull<Dentry>) {
 
 /// The dentry hash of one file system. See the module docs.
 pub struct DHash {
+    /// This table's key (see `name`, "Keys against crafted names"): random per table, 0
+    /// under loom.
+    key: u64,
     buckets: Box<[AtomicPtr<Dentry>]>,
     /// Bucket `i`'s chain is guarded by lock `i % locks.len()`; never more locks than
     /// buckets, so all the keys of a bucket share one.
@@ -381,12 +384,22 @@ impl DHash {
     pub fn new(buckets: usize) -> DHash {
         let n = buckets.clamp(MIN_BUCKETS, MAX_BUCKETS).next_power_of_two();
         DHash {
+            #[cfg(not(loom))]
+            key: crate::name::random_u64(),
+            #[cfg(loom)]
+            key: 0,
             // Buckets are packed eight to a line: padding each would cost 16x the memory,
             // and bucket heads are written only by inserts and removals.
             buckets: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
             locks: LockTable::new((n / 64).clamp(64, 4096).min(n)),
             mask: n - 1,
         }
+    }
+
+    /// The key of the child `name_hash` of `parent` in this table.
+    #[inline]
+    pub fn key_hash(&self, parent: usize, name_hash: u64) -> u64 {
+        crate::name::key_hash(self.key, parent, name_hash)
     }
 
     #[inline]
@@ -406,7 +419,7 @@ impl DHash {
     }
 
     /// The index of the lock that guards `key`'s chain (tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn lock_index(&self, key: u64) -> usize {
         self.bucket(key) & (self.locks.len() - 1)
     }
@@ -420,7 +433,7 @@ impl DHash {
         guard: &'g Guard,
     ) -> RcuLookup<'g> {
         let pkey = parent as *const Dentry as usize;
-        let key = key_hash(pkey, c.hash);
+        let key = self.key_hash(pkey, c.hash);
         let mut p = self.head(key).load(Acquire);
         let mut steps = 0;
         // SAFETY: chain members are freed only after a grace period; we hold a guard. Links
@@ -458,7 +471,7 @@ impl DHash {
         _guard: &'g Guard,
     ) -> Option<DPtr<'g>> {
         let pkey = parent as *const Dentry as usize;
-        let key = key_hash(pkey, c.hash);
+        let key = self.key_hash(pkey, c.hash);
         let _b = self.lock(key);
         let mut p = self.head(key).load(Acquire);
         // SAFETY: as in `lookup_rcu`; the bucket lock also keeps the chain fixed.
@@ -510,7 +523,7 @@ impl DHash {
         inode: Option<Arc<Inode>>,
         dir: &mut crate::inode::DirState,
     ) -> NonNull<Dentry> {
-        let key = key_hash(parent.as_ptr() as usize, name.hash);
+        let key = self.key_hash(parent.as_ptr() as usize, name.hash);
         // The parent is hashed (or a root) and its directory lock is held: it is live.
         parent.cold.refs.get();
         let positive = inode.is_some();
@@ -663,7 +676,8 @@ impl DHash {
             }
             // SAFETY: we hold the parent locks and are inside the write section.
             unsafe { d.name.set(name.bytes, guard) };
-            d.hash.store(key_hash(newp as usize, name.hash), Relaxed);
+            d.hash
+                .store(self.key_hash(newp as usize, name.hash), Relaxed);
             self.link(d);
             d.seq.write_end();
         });
@@ -928,6 +942,117 @@ mod tests {
         assert!(collect_until(|| Arc::strong_count(&dir) == 1));
     }
 
+    /// Keys spread over the buckets (a table whose keys all land in one chain still
+    /// answers right, only slowly: this is what tells).
+    #[test]
+    fn keys_spread_over_the_buckets() {
+        let h = DHash::new(1024);
+        let dir = dir_inode(1);
+        let root = DHash::d_alloc_root(dir);
+        let used: std::collections::HashSet<usize> = (0..1000)
+            .map(|i| {
+                let name = format!("name{i}");
+                h.bucket(h.key_hash(root.ptr().as_ptr() as usize, scan(name.as_bytes()).hash))
+            })
+            .collect();
+        assert!(used.len() > 500, "1000 keys in {} buckets", used.len());
+    }
+
+    /// Names crafted to share one hash under the unkeyed hash of before (16 bytes each:
+    /// the second word solved for so that the invertible mix lands on one value; 40,000 of
+    /// them made create take 27 s and stat 25 s) spread over the table now: the name hash
+    /// starts from a random key and the dentry key goes through an avalanche.
+    #[test]
+    fn crafted_names_do_not_share_a_chain() {
+        const K1: u64 = 0x9E37_79B9_7F4A_7C15;
+        // K1's inverse modulo 2^64 (Newton's iteration).
+        let mut inv = K1;
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(K1.wrapping_mul(inv)));
+        }
+        assert_eq!(K1.wrapping_mul(inv), 1);
+        let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(K1).rotate_left(29);
+        // What a 16-byte name hashed to when the hash started from 0.
+        let unkeyed = |n: &[u8]| {
+            let w = |i: usize| u64::from_le_bytes(n[i..i + 8].try_into().unwrap());
+            mix(mix(0, w(0)), w(8))
+        };
+        let target = 0x0123_4567_89ab_cdefu64;
+        let solve = target.rotate_right(29).wrapping_mul(inv);
+        let mut names = Vec::new();
+        let mut x = 0x1234_5678u64;
+        while names.len() < 2000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let w1 = (x >> 8) | 0x4040_4040_4040_4040;
+            let w2 = mix(0, w1) ^ solve;
+            let name: Vec<u8> = [w1.to_le_bytes(), w2.to_le_bytes()].concat();
+            if name.iter().all(|&b| b != 0 && b != b'/') {
+                names.push(name);
+            }
+        }
+        assert!(
+            names.iter().all(|n| unkeyed(n) == target),
+            "the attack works unkeyed"
+        );
+        let h = DHash::new(1 << 12);
+        let root = DHash::d_alloc_root(dir_inode(1));
+        let mut chains = std::collections::HashMap::new();
+        for n in &names {
+            let c = scan(n);
+            assert_eq!(c.bytes.len(), 16);
+            *chains
+                .entry(h.bucket(h.key_hash(root.ptr().as_ptr() as usize, c.hash)))
+                .or_insert(0u32) += 1;
+        }
+        let longest = chains.values().max().copied().unwrap_or(0);
+        assert!(
+            chains.len() > 1000 && longest < 12,
+            "2000 crafted names in {} chains, the longest {longest}",
+            chains.len()
+        );
+    }
+
+    /// A lockless lookup finds a name behind others in its chain: it does not give up at
+    /// the first entry that is not it.
+    #[test]
+    fn lockless_lookup_walks_its_chain() {
+        let dir = dir_inode(1);
+        let h = DHash::new(16);
+        let root = DHash::d_alloc_root(dir.clone());
+        let key = |n: &str| h.key_hash(root.ptr().as_ptr() as usize, scan(n.as_bytes()).hash);
+        // Names that share the bucket of "a", inserted after it (so in front of it).
+        let bucket = h.bucket(key("a"));
+        let mates: Vec<String> = (0..)
+            .map(|i| format!("m{i}"))
+            .filter(|n| h.bucket(key(n)) == bucket)
+            .take(3)
+            .collect();
+        {
+            let mut st = dir.dir().unwrap().lock();
+            h.d_alloc(root.ptr(), &scan(b"a"), Some(dir_inode(2)), &mut st);
+            for m in &mates {
+                h.d_alloc(root.ptr(), &scan(m.as_bytes()), Some(dir_inode(3)), &mut st);
+            }
+        }
+        let g = crossbeam_epoch::pin();
+        for n in std::iter::once("a").chain(mates.iter().map(String::as_str)) {
+            let RcuLookup::Found(d, _) = h.lookup_rcu(&root, &scan(n.as_bytes()), &g) else {
+                panic!("{n} not found without locks");
+            };
+            assert!(d.name.eq(n.as_bytes(), &g));
+            assert_eq!(h.lookup_locked(&root, &scan(n.as_bytes()), &g), Some(d));
+        }
+        drop(g);
+        let mut st = dir.dir().unwrap().lock();
+        let kids: Vec<_> = st.children.values().copied().collect();
+        for k in kids {
+            // SAFETY: hashed children, the directory lock held.
+            h.d_drop(unsafe { DPtr::new(k) }, &mut st);
+        }
+    }
+
     /// Every key of a bucket is guarded by the same lock, whatever the table's size: with
     /// fewer buckets than the lock table's default, two keys of one bucket once took two
     /// different locks and corrupted the chain.
@@ -997,7 +1122,6 @@ mod loom_models {
         root: DRef,
         dir: Arc<Inode>,
         a: usize,
-        ia: Arc<Inode>,
     }
 
     fn tree() -> Tree {
@@ -1009,12 +1133,12 @@ mod loom_models {
             let mut st = dir.dir().unwrap().lock();
             h.d_alloc(root.ptr(), &scan(b"a"), Some(ia.clone()), &mut st)
         };
+        drop(ia);
         Tree {
             h,
             root,
             dir,
             a: a.as_ptr() as usize,
-            ia,
         }
     }
 

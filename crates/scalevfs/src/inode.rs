@@ -43,28 +43,36 @@ pub const DIRENT_SIZE: u64 = 20;
 /// Maximum file size (like tmpfs on 64-bit: `MAX_LFS_FILESIZE`).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
-/// One timestamp as two atomics.
-struct ATime {
-    sec: AtomicI64,
-    nsec: AtomicU32,
+/// An inode's three timestamps: seconds and nanoseconds kept apart, so that no padding
+/// sits between an `i64` and a `u32` (12 bytes an inode).
+struct FileTimes {
+    sec: [AtomicI64; 3],
+    nsec: [AtomicU32; 3],
 }
 
-impl ATime {
-    fn new() -> ATime {
-        ATime {
-            sec: AtomicI64::new(0),
-            nsec: AtomicU32::new(0),
+/// Which timestamp of [`FileTimes`].
+const ATIME: usize = 0;
+const MTIME: usize = 1;
+const CTIME: usize = 2;
+
+impl FileTimes {
+    fn new(t: Timespec) -> FileTimes {
+        FileTimes {
+            sec: std::array::from_fn(|_| AtomicI64::new(t.sec)),
+            nsec: std::array::from_fn(|_| AtomicU32::new(t.nsec)),
         }
     }
-    fn load(&self) -> Timespec {
+    #[inline]
+    fn load(&self, which: usize) -> Timespec {
         Timespec {
-            sec: self.sec.load(Relaxed),
-            nsec: self.nsec.load(Relaxed),
+            sec: self.sec[which].load(Relaxed),
+            nsec: self.nsec[which].load(Relaxed),
         }
     }
-    fn store(&self, t: Timespec) {
-        self.sec.store(t.sec, Relaxed);
-        self.nsec.store(t.nsec, Relaxed);
+    #[inline]
+    fn store(&self, which: usize, t: Timespec) {
+        self.sec[which].store(t.sec, Relaxed);
+        self.nsec[which].store(t.nsec, Relaxed);
     }
 }
 
@@ -332,9 +340,7 @@ pub struct Inode {
     nlink: AtomicU32,
     size: AtomicU64,
     blocks: AtomicU64,
-    atime: ATime,
-    mtime: ATime,
-    ctime: ATime,
+    times: FileTimes,
     /// Device number for device nodes.
     pub rdev: u64,
 }
@@ -419,9 +425,7 @@ impl Inode {
             nlink: AtomicU32::new(nlink),
             size: AtomicU64::new(size),
             blocks: AtomicU64::new(0),
-            atime: ATime::new(),
-            mtime: ATime::new(),
-            ctime: ATime::new(),
+            times: FileTimes::new(now),
             attr_lock: Mutex::new(()),
             contents,
         };
@@ -431,9 +435,6 @@ impl Inode {
                 i.blocks.store((PAGE / 512) as u64, Relaxed);
             }
         }
-        i.atime.store(now);
-        i.mtime.store(now);
-        i.ctime.store(now);
         i
     }
 
@@ -507,9 +508,9 @@ impl Inode {
                 size: self.size.load(Relaxed),
                 blksize: PAGE as u32,
                 blocks: self.blocks.load(Relaxed),
-                atime: self.atime.load(),
-                mtime: self.mtime.load(),
-                ctime: self.ctime.load(),
+                atime: self.times.load(ATIME),
+                mtime: self.times.load(MTIME),
+                ctime: self.times.load(CTIME),
             };
             if !self.seq.read_retry(s) {
                 return st;
@@ -558,13 +559,13 @@ impl Inode {
 
     fn store_times(&self, t: &Times) {
         if let Some(v) = t.atime {
-            self.atime.store(v);
+            self.times.store(ATIME, v);
         }
         if let Some(v) = t.mtime {
-            self.mtime.store(v);
+            self.times.store(MTIME, v);
         }
         if let Some(v) = t.ctime {
-            self.ctime.store(v);
+            self.times.store(CTIME, v);
         }
     }
 
@@ -574,8 +575,8 @@ impl Inode {
         self.seq.write_begin();
         let s = self.size.load(Relaxed) as i64 + delta * DIRENT_SIZE as i64;
         self.size.store(s.max(0) as u64, Relaxed);
-        self.mtime.store(t);
-        self.ctime.store(t);
+        self.times.store(MTIME, t);
+        self.times.store(CTIME, t);
         self.seq.write_end();
     }
 
@@ -611,7 +612,7 @@ impl Inode {
         let n = (self.nlink.load(Relaxed) as i64 + delta as i64).max(0) as u32;
         self.nlink.store(n, Relaxed);
         if let Some(t) = now {
-            self.ctime.store(t);
+            self.times.store(CTIME, t);
         }
         self.seq.write_end();
         n
@@ -629,7 +630,7 @@ impl Inode {
         }
         self.seq.write_begin();
         self.nlink.store(n + 1, Relaxed);
-        self.ctime.store(now);
+        self.times.store(CTIME, now);
         self.seq.write_end();
         true
     }
@@ -640,7 +641,7 @@ impl Inode {
         if self.atime_due(now) {
             let _g = self.attr_lock.lock();
             self.seq.write_begin();
-            self.atime.store(now);
+            self.times.store(ATIME, now);
             self.seq.write_end();
         }
     }
@@ -649,8 +650,8 @@ impl Inode {
     /// [`Inode::read_accessed`]); reads only.
     #[inline]
     pub fn atime_due(&self, now: Timespec) -> bool {
-        let a = self.atime.load();
-        a <= self.mtime.load() || a <= self.ctime.load() || now.sec - a.sec >= 24 * 3600
+        let a = self.times.load(ATIME);
+        a <= self.times.load(MTIME) || a <= self.times.load(CTIME) || now.sec - a.sec >= 24 * 3600
     }
 
     /// Checks `mask` (a combination of `R_OK`, `W_OK`, `X_OK`) against the mode for
@@ -718,7 +719,7 @@ mod layout_tests {
             offset_of!(Inode, mode),
             offset_of!(Inode, uid),
             offset_of!(Inode, size),
-            offset_of!(Inode, mtime),
+            offset_of!(Inode, times),
         ] {
             assert!(ARC_HEADER + field >= 64, "a stat field at {field}");
         }

@@ -43,7 +43,7 @@ pub mod __bench;
 
 pub use errno::{Errno, Result};
 pub use memfs::{MemFs, MemFsOptions, NEGATIVE_FLOOR, TMPFS_MAGIC};
-pub use pathcache::clear_thread_cache;
+pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;
 pub use types::*;
 

@@ -4,6 +4,14 @@
 //! whole `u64` words (like Linux `hash_name`), so a 40-byte component costs five word
 //! steps, not forty byte steps.
 //!
+//! # Keys against crafted names
+//! The component hash starts from a random key drawn once per process ([`name_key`]), so
+//! names that collide cannot be computed without it (the word mix is invertible: with a
+//! known start, any number of names with one hash is easy to make, and a directory of them
+//! turns every lookup into a walk of one long chain). A dentry's key then mixes in its
+//! parent and a key of its file system's table and goes through a full avalanche
+//! ([`key_hash`]), so that every bit of it depends on every bit of the name.
+//!
 //! [`DName`] stores a dentry's name. Names up to [`INLINE`] bytes live inline in atomic
 //! words; longer ones live in an epoch-protected heap buffer. Both are rewritten by rename
 //! under the dentry's sequence counter, and read with atomic loads, so a reader racing with
@@ -151,9 +159,9 @@ pub struct Component<'a> {
 
 impl<'a> Component<'a> {
     /// Hashes `bytes` (one component, no `/`).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub fn new(bytes: &'a [u8]) -> Component<'a> {
-        let mut h = 0;
+        let mut h = name_key();
         let mut i = 0;
         while i < bytes.len() {
             h = mix(h, load_word(bytes, i));
@@ -175,11 +183,34 @@ impl<'a> Component<'a> {
     }
 }
 
+/// The component hash's key: random, drawn once per process. Fixed under loom, whose
+/// models must run the same way every time.
+#[inline]
+pub fn name_key() -> u64 {
+    #[cfg(loom)]
+    return 0;
+    #[cfg(not(loom))]
+    {
+        static KEY: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *KEY.get_or_init(random_u64)
+    }
+}
+
+/// A random 64-bit value (from the standard library's randomly keyed hasher, which the
+/// operating system seeds).
+pub fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0x9E37_79B9_7F4A_7C15);
+    h.finish()
+}
+
 /// Scans the next component at the start of `p` (which has no leading slash), hashing as
-/// it goes. Returns the component and the length consumed (the component only).
+/// it goes (from [`name_key`]). Returns the component and the length consumed (the
+/// component only).
 #[inline]
 pub fn scan(p: &[u8]) -> Component<'_> {
-    let mut h = 0u64;
+    let mut h = name_key();
     let mut i = 0;
     loop {
         let w = load_word(p, i);
@@ -211,11 +242,17 @@ pub fn scan(p: &[u8]) -> Component<'_> {
     }
 }
 
-/// The key a dentry is hashed under: its name's hash and its parent's address.
+/// The key a dentry is hashed under: its name's hash, its parent's address and its
+/// table's key, through a full avalanche (Murmur3's finalizer), so that the bucket bits
+/// depend on every bit of the name.
 #[inline]
-pub fn key_hash(parent: usize, name_hash: u64) -> u64 {
-    let x = (parent as u64 >> 4).wrapping_mul(K2) ^ name_hash;
-    x ^ (x >> 31)
+pub fn key_hash(table_key: u64, parent: usize, name_hash: u64) -> u64 {
+    let mut x = (parent as u64 >> 4).wrapping_mul(K2) ^ name_hash ^ table_key;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 /// Checks a component for `NAME_MAX`.

@@ -82,7 +82,21 @@ struct Entry {
     _start: DRef,
 }
 
+/// What this thread's path cache did (see [`thread_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCacheStats {
+    /// Probes that answered.
+    pub hits: u64,
+    /// Probes that did not (no entry, or one no longer valid).
+    pub misses: u64,
+    /// Walks recorded.
+    pub inserts: u64,
+}
+
 thread_local! {
+    static STATS: std::cell::Cell<PathCacheStats> = const {
+        std::cell::Cell::new(PathCacheStats { hits: 0, misses: 0, inserts: 0 })
+    };
     static TABLE: RefCell<Vec<Option<Entry>>> = RefCell::new((0..SLOTS).map(|_| None).collect());
     /// The tags of recent misses that were not admitted (see "Admission").
     static GHOSTS: RefCell<[u32; GHOST_SLOTS]> = const { RefCell::new([0; GHOST_SLOTS]) };
@@ -209,8 +223,32 @@ pub(crate) fn insert(
         .try_with(|t| t.borrow_mut()[(hash as usize) % SLOTS].replace(e))
         .ok()
         .flatten();
+    let _ = STATS.try_with(|s| {
+        let mut v = s.get();
+        v.inserts += 1;
+        s.set(v);
+    });
     // References are dropped outside the borrow: a drop may pin the epoch.
     drop(old);
+}
+
+/// This thread's path-cache counters since it started (each thread has its own cache).
+pub fn thread_stats() -> PathCacheStats {
+    STATS.try_with(|s| s.get()).unwrap_or_default()
+}
+
+/// Counts a probe's outcome (the caller validated the answer: a hit is one it used).
+#[inline]
+pub(crate) fn count(hit: bool) {
+    let _ = STATS.try_with(|s| {
+        let mut v = s.get();
+        if hit {
+            v.hits += 1;
+        } else {
+            v.misses += 1;
+        }
+        s.set(v);
+    });
 }
 
 /// Empties this thread's table (tests; and a way to release the references it holds).

@@ -577,9 +577,13 @@ impl Process {
         let ms = vfs.mount_seq().read_begin();
         // One probe of the path cache; the answer holds if nothing it depends on moved.
         let probe = || {
-            let h = cached(cx, &key, path, hash, gen?, ms?)?;
-            let r = f(h.pos.inode?, h.dev);
-            h.still_valid(cx).then_some(r)
+            let answer = (|| {
+                let h = cached(cx, &key, path, hash, gen?, ms?)?;
+                let r = f(h.pos.inode?, h.dev);
+                h.still_valid(cx).then_some(r)
+            })();
+            pathcache::count(answer.is_some());
+            answer
         };
         let check = vfs.check_mode();
         if cacheable && !check {

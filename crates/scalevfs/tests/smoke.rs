@@ -395,3 +395,144 @@ fn deep_trees_walk_and_remove() {
         p.statfs("/").unwrap().files
     );
 }
+
+/// Stacked mounts: umount takes the top one off and leaves the mount point marked while
+/// another mount stays on it; once the last goes, the directory is plain again (rmdir
+/// works).
+#[test]
+fn stacked_mounts_come_off_in_order() {
+    let p = root();
+    p.mkdir("/a", 0o755).unwrap();
+    p.write_file("/a/under", b"0").unwrap();
+    p.mkdir("/b", 0o755).unwrap();
+    p.mount("/b", MemFs::new(MemFsOptions::default())).unwrap();
+    p.mount("/a", MemFs::new(MemFsOptions::default())).unwrap();
+    p.write_file("/a/one", b"1").unwrap();
+    p.mount("/a", MemFs::new(MemFsOptions::default())).unwrap();
+    p.write_file("/a/two", b"2").unwrap();
+    assert_eq!(p.read_dir("/a").unwrap().len(), 1);
+    p.umount("/a").unwrap();
+    assert_eq!(p.read_file("/a/one").unwrap(), b"1");
+    assert_eq!(p.stat("/a/two"), Err(Errno::ENOENT));
+    assert_eq!(p.rmdir("/a"), Err(Errno::EBUSY));
+    p.umount("/a").unwrap();
+    assert_eq!(p.read_file("/a/under").unwrap(), b"0");
+    p.unlink("/a/under").unwrap();
+    p.rmdir("/a").unwrap();
+    assert_eq!(p.rmdir("/b"), Err(Errno::EBUSY));
+    p.umount("/b").unwrap();
+    p.rmdir("/b").unwrap();
+}
+
+/// A file moved out of a directory no longer counts there: the directory can be removed.
+#[test]
+fn a_directory_emptied_by_renames_can_be_removed() {
+    let p = root();
+    p.mkdir("/s", 0o755).unwrap();
+    p.mkdir("/t", 0o755).unwrap();
+    p.write_file("/s/f", b"x").unwrap();
+    p.mkdir("/s/d", 0o755).unwrap();
+    p.rename("/s/f", "/t/f").unwrap();
+    p.rename("/s/d", "/t/d").unwrap();
+    p.rmdir("/s").unwrap();
+    assert_eq!(p.rmdir("/t"), Err(Errno::ENOTEMPTY));
+}
+
+/// A name removed and created again while a directory is being read shows up later in
+/// the same read (it gets a new place at the end, as on tmpfs), and nothing is listed
+/// twice.
+#[test]
+fn a_name_created_again_during_readdir_comes_later() {
+    let p = root();
+    p.mkdir("/d", 0o755).unwrap();
+    for i in 0..10 {
+        p.write_file(format!("/d/f{i}"), b"").unwrap();
+    }
+    let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+    let mut seen: Vec<Vec<u8>> = p
+        .getdents(fd, 7)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(seen.contains(&b"f0".to_vec()));
+    p.unlink("/d/f0").unwrap();
+    p.write_file("/d/f0", b"again").unwrap();
+    loop {
+        let v = p.getdents(fd, 100).unwrap();
+        if v.is_empty() {
+            break;
+        }
+        seen.extend(v.into_iter().map(|e| e.name));
+    }
+    p.close(fd).unwrap();
+    let f0 = seen.iter().filter(|n| n.as_slice() == b"f0").count();
+    assert_eq!(f0, 2, "listed before and again after being created anew");
+    assert_eq!(seen.len(), 2 + 10 + 1);
+}
+
+/// Descriptors: `dup2` onto a far number grows the table; onto itself it does nothing;
+/// beyond the limit it is EBADF; `fork` shares the descriptions (and their offsets).
+#[test]
+fn descriptor_numbers_and_sharing() {
+    let p = root();
+    p.write_file("/f", b"0123456789").unwrap();
+    let fd = p.open("/f", OFlags::RDONLY, 0).unwrap();
+    for far in [1024, 5000, 70000] {
+        assert_eq!(p.dup2(fd, Fd(far)), Ok(Fd(far)));
+        let mut b = [0u8; 2];
+        assert_eq!(p.pread(Fd(far), &mut b, 3).unwrap(), 2);
+        assert_eq!(&b, b"34");
+    }
+    assert_eq!(p.dup2(fd, fd), Ok(fd));
+    assert!(p.fstat(fd).is_ok());
+    assert_eq!(p.dup2(fd, Fd(1 << 20)), Err(Errno::EBADF));
+    let q = p.fork();
+    let mut b = [0u8; 3];
+    assert_eq!(q.read(fd, &mut b).unwrap(), 3);
+    // The offset is the description's: the parent sees it moved.
+    assert_eq!(p.lseek(fd, 0, Whence::Cur), Ok(3));
+    assert_eq!(p.dup(fd), Ok(Fd(1)));
+}
+
+/// A process that goes away closes its descriptors: an unlinked file it held open is
+/// freed (its space and its inode come back).
+#[test]
+fn dropping_a_process_closes_its_files() {
+    let vfs = Vfs::new(MemFs::new(MemFsOptions {
+        max_bytes: Some(1 << 20),
+        ..Default::default()
+    }));
+    let p = vfs.process(Creds::root());
+    let q = p.fork();
+    let fd = q.open("/f", OFlags::RDWR | OFlags::CREAT, 0o644).unwrap();
+    q.write(fd, &[1u8; 10000]).unwrap();
+    q.unlink("/f").unwrap();
+    let st = p.statfs("/").unwrap();
+    assert_eq!(st.blocks - st.bfree, 3);
+    drop(q);
+    let st = p.statfs("/").unwrap();
+    assert_eq!((st.blocks - st.bfree, st.files - st.ffree), (0, 1));
+}
+
+/// The path cache answers a repeated stat (it is a cache, not only a correct one), and a
+/// mount over a directory on the way takes effect at once.
+#[test]
+fn path_cache_answers_and_mounts_take_effect() {
+    let p = root();
+    p.mkdir("/a", 0o755).unwrap();
+    p.write_file("/a/f", b"x").unwrap();
+    for _ in 0..3 {
+        p.stat("/a/f").unwrap();
+    }
+    let before = path_cache_stats();
+    for _ in 0..10 {
+        p.stat("/a/f").unwrap();
+    }
+    let after = path_cache_stats();
+    assert_eq!(after.hits - before.hits, 10, "{before:?} -> {after:?}");
+    p.mount("/a", MemFs::new(MemFsOptions::default())).unwrap();
+    assert_eq!(p.stat("/a/f"), Err(Errno::ENOENT));
+    p.umount("/a").unwrap();
+    assert!(p.stat("/a/f").is_ok());
+}
