@@ -9,7 +9,12 @@
 //! - `seqcount/*`: a sequence counter read section (begin and retry check);
 //! - `refcount/*`, `dref/*`: taking and dropping a reference;
 //! - `stat/*`: the whole `Process::stat` of a cached four-component path, for scale: as a
-//!   path cache hit, and as a lockless walk of its four cached dentries.
+//!   path cache hit, and as a lockless walk of its four cached dentries;
+//! - `fd/*`: finding the lowest free descriptor: an `open` and `close` of an `O_PATH`
+//!   descriptor while N others are held, with the one free number below them all
+//!   (`low_hole`); and the pattern FUSE's create made on the engine's table, where a
+//!   second descriptor is taken just past that hole and N taken numbers lie between it
+//!   and the first free one (`past_hole`).
 //!
 //! Run: `cargo bench -p scalevfs --bench primitives`; quick: add
 //! `-- --warm-up-time 1 --measurement-time 2`; smoke (each once): `-- --test`.
@@ -262,8 +267,48 @@ fn stat(c: &mut Criterion) {
     g.finish();
 }
 
+fn fd_alloc(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fd");
+    for n in [1000usize, 400_000] {
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.write_file("/f", b"x").expect("create");
+        let first = p.open("/f", scalevfs::OFlags::PATH, 0).expect("open");
+        for _ in 0..n {
+            p.dup(first).expect("dup");
+        }
+        // A hole at 0: open takes it at once; close gives it back.
+        p.close(first).expect("close");
+        g.bench_function(BenchmarkId::new("low_hole", n), |b| {
+            b.iter(|| {
+                let fd = p
+                    .open(black_box("/f"), scalevfs::OFlags::PATH, 0)
+                    .expect("open");
+                p.close(fd).expect("close");
+            })
+        });
+        // The FUSE create pattern: take the hole at 0 (a file handle), then one more (a
+        // node): its search starts just past the hole, with the n taken numbers above it
+        // to skip; then close both.
+        g.bench_function(BenchmarkId::new("past_hole", n), |b| {
+            b.iter(|| {
+                let a = p
+                    .open(black_box("/f"), scalevfs::OFlags::PATH, 0)
+                    .expect("open");
+                let c = p
+                    .open(black_box("/f"), scalevfs::OFlags::PATH, 0)
+                    .expect("open");
+                p.close(a).expect("close");
+                p.close(c).expect("close");
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    fd_alloc,
     name_hash,
     dhash_probe,
     epoch,

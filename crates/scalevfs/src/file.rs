@@ -8,7 +8,7 @@
 //!
 //! The descriptor table ([`FdTable`]) is read without locks under an epoch guard; writers
 //! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
-//! requires. A description stops counting as a user of its mount at its last close (so
+//! requires, found in a two-level bitmap as Linux's `find_next_fd` finds it. A description stops counting as a user of its mount at its last close (so
 //! `umount` right after `close` succeeds), and its memory goes after a grace period.
 
 use crate::dentry::DRef;
@@ -174,6 +174,82 @@ impl Slots {
     }
 }
 
+/// Which descriptor numbers are taken, for finding the lowest free one in O(1) amortised
+/// time: a bit per number (`open`), and a bit per word of `open` that is full (`full`),
+/// as Linux's `open_fds` and `full_fds_bits`. A search skips 64 numbers per bit of a
+/// `full` word, so it reads at most `n / 4096` words of `full` and one of `open`; `low`
+/// (no number below it is free) makes the common case a single probe.
+#[derive(Default)]
+struct FdBits {
+    /// No number below this is free.
+    low: usize,
+    open: Vec<u64>,
+    full: Vec<u64>,
+}
+
+impl FdBits {
+    #[cfg(test)]
+    fn is_set(&self, i: usize) -> bool {
+        self.open
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    fn set(&mut self, i: usize) {
+        let w = i / 64;
+        if w >= self.open.len() {
+            self.open.resize(w + 1, 0);
+            self.full.resize(w / 64 + 1, 0);
+        }
+        self.open[w] |= 1 << (i % 64);
+        if self.open[w] == u64::MAX {
+            self.full[w / 64] |= 1 << (w % 64);
+        }
+        if i == self.low {
+            self.low = i + 1;
+        }
+    }
+
+    fn clear(&mut self, i: usize) {
+        let w = i / 64;
+        if let Some(word) = self.open.get_mut(w) {
+            *word &= !(1 << (i % 64));
+            self.full[w / 64] &= !(1 << (w % 64));
+        }
+        self.low = self.low.min(i);
+    }
+
+    /// The lowest number not taken (it may be past the bitmap's end).
+    fn lowest_free(&self) -> usize {
+        let start = self.low;
+        // Numbers below `start` in its own word count as taken.
+        let below = (1u64 << (start % 64)) - 1;
+        let mut w = start / 64;
+        while let Some(nf) = self.next_not_full(w) {
+            let word = self.open[nf] | if nf == start / 64 { below } else { 0 };
+            if word != u64::MAX {
+                return nf * 64 + word.trailing_ones() as usize;
+            }
+            w = nf + 1;
+        }
+        (self.open.len() * 64).max(start)
+    }
+
+    /// The first word of `open` at or after `w` that is not full.
+    fn next_not_full(&self, mut w: usize) -> Option<usize> {
+        while w < self.open.len() {
+            // Words below `w` in its `full` word count as full.
+            let f = self.full[w / 64] | ((1u64 << (w % 64)) - 1);
+            if f != u64::MAX {
+                let c = w / 64 * 64 + f.trailing_ones() as usize;
+                return (c < self.open.len()).then_some(c);
+            }
+            w = (w / 64 + 1) * 64;
+        }
+        None
+    }
+}
+
 /// A descriptor table, read without locks (like Linux's RCU fdtable).
 ///
 /// # Mechanism
@@ -185,18 +261,19 @@ impl Slots {
 /// a new one and retiring the old after a grace period.
 ///
 /// What protects each field outside its lock: `slots` (pointer and entries) is written
-/// only under `alloc` and read under an epoch guard.
+/// only under `alloc` and read under an epoch guard. `alloc`'s bitmap has a number's bit
+/// set exactly while its slot is non-null.
 pub(crate) struct FdTable {
     slots: Atomic<Slots>,
-    /// The lowest index that may be free; serializes writers.
-    alloc: Mutex<usize>,
+    /// Which numbers are taken; serializes writers.
+    alloc: Mutex<FdBits>,
 }
 
 impl Default for FdTable {
     fn default() -> Self {
         FdTable {
             slots: Atomic::new(Slots::with_len(16)),
-            alloc: Mutex::new(0),
+            alloc: Mutex::new(FdBits::default()),
         }
     }
 }
@@ -273,18 +350,14 @@ impl FdTable {
     /// Installs `f` at the lowest free descriptor.
     pub fn insert(&self, f: Arc<OpenFile>) -> Result<Fd> {
         let g = crossbeam_epoch::pin();
-        let mut low = self.alloc.lock();
-        let slots = self.slots(&g);
-        let mut i = *low;
-        while i < slots.0.len() && !slots.0[i].load(Relaxed).is_null() {
-            i += 1;
-        }
+        let mut bits = self.alloc.lock();
+        let i = bits.lowest_free();
         if i >= MAX_FDS {
             return Err(Errno::EMFILE);
         }
         let prev = self.put_locked(i, f, &g);
         debug_assert!(prev.is_null());
-        *low = i + 1;
+        bits.set(i);
         Ok(Fd(i as i32))
     }
 
@@ -292,7 +365,7 @@ impl FdTable {
     pub fn remove(&self, fd: Fd) -> Result<()> {
         let i = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
         let g = crossbeam_epoch::pin();
-        let mut low = self.alloc.lock();
+        let mut bits = self.alloc.lock();
         let p = self
             .slots(&g)
             .0
@@ -302,8 +375,8 @@ impl FdTable {
         if p.is_null() {
             return Err(Errno::EBADF);
         }
-        *low = (*low).min(i);
-        drop(low);
+        bits.clear(i);
+        drop(bits);
         Self::put_slot(p, &g);
         Ok(())
     }
@@ -326,9 +399,10 @@ impl FdTable {
             return Err(Errno::EBADF);
         }
         let g = crossbeam_epoch::pin();
-        let low = self.alloc.lock();
+        let mut bits = self.alloc.lock();
         let prev = self.put_locked(i, f, &g);
-        drop(low);
+        bits.set(i);
+        drop(bits);
         Self::put_slot(prev, &g);
         Ok(new)
     }
@@ -338,7 +412,7 @@ impl FdTable {
         let t = FdTable::default();
         let g = crossbeam_epoch::pin();
         let _l = self.alloc.lock();
-        let _tl = t.alloc.lock();
+        let mut tbits = t.alloc.lock();
         for (i, s) in self.slots(&g).0.iter().enumerate() {
             let p = s.load(Acquire);
             if !p.is_null() {
@@ -348,9 +422,10 @@ impl FdTable {
                     Arc::from_raw(p)
                 };
                 t.put_locked(i, f, &g);
+                tbits.set(i);
             }
         }
-        drop(_tl);
+        drop(tbits);
         t
     }
 }
@@ -365,6 +440,71 @@ impl Drop for FdTable {
         unsafe {
             let old = self.slots.swap(crossbeam_epoch::Shared::null(), AcqRel, &g);
             g.defer_destroy(old);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The lowest free number, the slow way.
+    fn model_lowest(taken: &std::collections::BTreeSet<usize>) -> usize {
+        (0..).find(|i| !taken.contains(i)).unwrap()
+    }
+
+    #[test]
+    fn bits_skip_full_words_and_full_blocks() {
+        let mut b = FdBits::default();
+        for i in 0..64 * 64 * 3 + 5 {
+            assert_eq!(b.lowest_free(), i);
+            b.set(i);
+        }
+        // A hole deep inside full blocks is found, and so is the end after refilling it.
+        b.clear(64 * 64 + 7);
+        assert_eq!(b.lowest_free(), 64 * 64 + 7);
+        b.set(64 * 64 + 7);
+        assert_eq!(b.lowest_free(), 64 * 64 * 3 + 5);
+        // A number set far past the end (dup2) leaves the gap free.
+        b.set(1 << 18);
+        assert!(b.is_set(1 << 18));
+        assert_eq!(b.lowest_free(), 64 * 64 * 3 + 5);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 256 }))]
+        /// Any sequence of inserts (lowest free), `dup2`s (any number) and closes agrees
+        /// with a set of taken numbers.
+        #[test]
+        fn bits_agree_with_a_set(ops in proptest::collection::vec((0u8..3, 0usize..9000), 1..400)) {
+            let mut b = FdBits::default();
+            let mut taken = std::collections::BTreeSet::new();
+            for (op, n) in ops {
+                match op {
+                    0 => {
+                        let i = b.lowest_free();
+                        prop_assert_eq!(i, model_lowest(&taken));
+                        b.set(i);
+                        taken.insert(i);
+                    }
+                    1 => {
+                        b.set(n);
+                        taken.insert(n);
+                    }
+                    _ => {
+                        let victim = taken.range(n..).next().copied();
+                        if let Some(v) = victim {
+                            b.clear(v);
+                            taken.remove(&v);
+                        }
+                    }
+                }
+                prop_assert_eq!(b.lowest_free(), model_lowest(&taken));
+                for &t in taken.iter().take(50) {
+                    prop_assert!(b.is_set(t));
+                }
+            }
         }
     }
 }

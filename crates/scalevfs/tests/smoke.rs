@@ -495,6 +495,39 @@ fn descriptor_numbers_and_sharing() {
     assert_eq!(p.dup(fd), Ok(Fd(1)));
 }
 
+/// The table holds at most 2^20 descriptors (like `RLIMIT_NOFILE`): the next open is
+/// `EMFILE`, `dup2` past it `EBADF`; a number freed anywhere is the next one handed out,
+/// and filling it again is linear (each open finds the lowest free number in O(1)
+/// amortised time; a slot-by-slot scan would make this quadratic and time out).
+#[test]
+fn descriptor_table_limit_and_lowest_free() {
+    const MAX: i32 = 1 << 20;
+    let p = root();
+    p.write_file("/f", b"x").unwrap();
+    let fd = p.open("/f", OFlags::PATH, 0).unwrap();
+    assert_eq!(fd, Fd(0));
+    for want in 1..MAX {
+        assert_eq!(p.dup(fd), Ok(Fd(want)));
+    }
+    assert_eq!(p.dup(fd), Err(Errno::EMFILE));
+    assert_eq!(p.open("/f", OFlags::RDONLY, 0), Err(Errno::EMFILE));
+    assert_eq!(p.dup2(fd, Fd(MAX)), Err(Errno::EBADF));
+    for hole in [MAX - 1, 70000, 4095, 64, 63, 1] {
+        p.close(Fd(hole)).unwrap();
+    }
+    for want in [1, 63, 64, 4095, 70000, MAX - 1] {
+        assert_eq!(p.open("/f", OFlags::RDONLY, 0), Ok(Fd(want)));
+    }
+    assert_eq!(p.dup(fd), Err(Errno::EMFILE));
+    // Close every other one, then reopen: each gets the lowest free number.
+    for i in (2..MAX).step_by(2) {
+        p.close(Fd(i)).unwrap();
+    }
+    for i in (2..MAX).step_by(2) {
+        assert_eq!(p.dup(fd), Ok(Fd(i)));
+    }
+}
+
 /// A process that goes away closes its descriptors: an unlinked file it held open is
 /// freed (its space and its inode come back).
 #[test]
