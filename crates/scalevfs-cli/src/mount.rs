@@ -49,6 +49,13 @@ pub struct Args {
     /// Maximum number of files (ENOSPC beyond).
     #[arg(long, value_name = "N")]
     max_inodes: Option<u64>,
+    /// Maximum number of files each user but root may own (EDQUOT beyond).
+    #[arg(long, value_name = "N")]
+    max_inodes_per_user: Option<u64>,
+    /// Maximum open files and directories each user but root may hold through the mount
+    /// (ENFILE beyond). Root always gets in.
+    #[arg(long, value_name = "N")]
+    max_open_per_user: Option<u64>,
     /// Serve in the background; return once mounted.
     #[arg(long)]
     daemon: bool,
@@ -80,6 +87,7 @@ fn serve(args: &Args) -> Result<(), String> {
             entry_timeout: secs(args.entry_timeout, "entry-timeout")?,
             attr_timeout: secs(args.attr_timeout, "attr-timeout")?,
             readdirplus: args.readdirplus,
+            max_open_per_user: args.max_open_per_user,
         },
         threads: args.threads.unwrap_or(MountOptions::default().threads),
         allow_other: args.allow_other,
@@ -89,6 +97,7 @@ fn serve(args: &Args) -> Result<(), String> {
         Backend::Mem => Vfs::new(MemFs::new(MemFsOptions {
             max_bytes: args.max_bytes,
             max_inodes: args.max_inodes,
+            max_inodes_per_user: args.max_inodes_per_user,
             ..MemFsOptions::default()
         })),
     };
@@ -128,8 +137,14 @@ fn daemonize(args: &Args) -> Result<(), String> {
     if let Some(b) = args.max_bytes {
         cmd.args(["--max-bytes", &b.to_string()]);
     }
-    if let Some(n) = args.max_inodes {
-        cmd.args(["--max-inodes", &n.to_string()]);
+    for (v, flag) in [
+        (args.max_inodes, "--max-inodes"),
+        (args.max_inodes_per_user, "--max-inodes-per-user"),
+        (args.max_open_per_user, "--max-open-per-user"),
+    ] {
+        if let Some(n) = v {
+            cmd.args([flag, &n.to_string()]);
+        }
     }
     for (on, flag) in [
         (args.allow_other, "--allow-other"),

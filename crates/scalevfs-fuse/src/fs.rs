@@ -1,14 +1,19 @@
 //! [`ScaleFs`]: the FUSE operations, each mapped to the engine's `*at` calls.
 //!
 //! # Shape
-//! One engine [`Process`] holds every descriptor: one `O_PATH | O_NOFOLLOW` descriptor per
-//! node the kernel knows (see [`crate::nodes`]) and one per open file or directory (the FUSE
-//! file handle is the descriptor number). An operation on a name runs relative to the
-//! parent node's descriptor (`openat(parent, name)`, `mkdirat`, `unlinkat`, `renameat2`,
-//! ...); an operation on a node uses its descriptor with an empty path (`AT_EMPTY_PATH`) or
-//! reopens it (`Process::reopen`, like Linux's `/proc/self/fd/N`). Requests run with the
-//! caller's credentials ([`crate::creds`]); the kernel does no permission check of its own
-//! (no `default_permissions`), so every check is the engine's.
+//! One engine [`Process`] makes every call, through engine [`Handle`]s (open descriptions
+//! that take no descriptor number, so no descriptor-table limit applies): one
+//! `O_PATH | O_NOFOLLOW` handle per node the kernel knows (see [`crate::nodes`]) and one
+//! per open file or directory (see [`crate::files`]: the FUSE file handle is its key
+//! there). An operation on a name runs relative to the parent node's handle
+//! (`openat(parent, name)`, `mkdirat`, `unlinkat`, `renameat2`, ...); an operation on a
+//! node uses its handle with an empty path (`AT_EMPTY_PATH`) or reopens it
+//! (`Process::reopen_handle`, like Linux's `/proc/self/fd/N`). Requests run with the
+//! caller's credentials ([`crate::creds`]), and every permission check is the engine's.
+//! When other users can reach the mount, [`crate::mount`] also asks the kernel for
+//! `default_permissions`, so that the kernel's own checks come first, in the kernel's
+//! order (what it sees and the engine cannot: the checks `may_delete` and `may_create`
+//! make before looking at the target's type).
 //!
 //! # What the kernel guarantees that this relies on
 //! - It sends `forget` for a node only when no request on that node is in flight, so a
@@ -24,6 +29,7 @@
 //! ```text
 //! CredGate (a request inside it)
 //!   ScaleFs::nodes             (never held across an engine call)
+//!   OpenFiles's per-user count shards (leaves)
 //! ```
 
 use std::ffi::OsStr;
@@ -38,10 +44,11 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use scalevfs::{AtFlags, Creds, Fd, OFlags, Process, SetTime, Stat, Vfs, Whence};
+use scalevfs::{AtFlags, Creds, Fd, Handle, OFlags, Process, SetTime, Stat, Vfs, Whence};
 
 use crate::convert::{self, attr, errno, estale};
 use crate::creds::{CredGate, Inside, Who};
+use crate::files::OpenFiles;
 use crate::nodes::{NodeId, NodeTable, ObjKey};
 
 type R<T> = Result<T, fuser::Errno>;
@@ -74,6 +81,9 @@ pub struct FsOptions {
     pub attr_timeout: Duration,
     /// Ask for `READDIRPLUS` (entries come with attributes and count as lookups).
     pub readdirplus: bool,
+    /// Open files and directories each non-root user may hold through the mount (`None`:
+    /// no limit but memory). Past it, opens fail with `ENFILE`; root is never limited.
+    pub max_open_per_user: Option<u64>,
 }
 
 impl Default for FsOptions {
@@ -82,6 +92,7 @@ impl Default for FsOptions {
             entry_timeout: Duration::ZERO,
             attr_timeout: Duration::ZERO,
             readdirplus: false,
+            max_open_per_user: None,
         }
     }
 }
@@ -95,7 +106,7 @@ struct SetAttr {
     size: Option<u64>,
     atime: Option<TimeOrNow>,
     mtime: Option<TimeOrNow>,
-    fh: Option<Fd>,
+    fh: Option<FileHandle>,
 }
 
 /// Entries asked of `getdents` per call while filling a readdir reply.
@@ -109,14 +120,6 @@ const SEEK_END: i32 = 2;
 const SEEK_DATA: i32 = 3;
 const SEEK_HOLE: i32 = 4;
 
-fn fh_fd(fh: FileHandle) -> Fd {
-    Fd(fh.0 as i32)
-}
-
-fn fd_fh(fd: Fd) -> FileHandle {
-    FileHandle(fd.0 as u64)
-}
-
 fn key(st: &Stat) -> ObjKey {
     ObjKey {
         dev: st.dev,
@@ -124,18 +127,22 @@ fn key(st: &Stat) -> ObjKey {
     }
 }
 
+/// A node's handle, shared by the requests that use it.
+type Node = Arc<Handle>;
+
 /// The engine served through FUSE.
 pub struct ScaleFs {
     p: Process,
     gate: CredGate,
-    nodes: Arc<Mutex<NodeTable>>,
+    nodes: Arc<Mutex<NodeTable<Node>>>,
+    files: OpenFiles,
     opts: FsOptions,
 }
 
 /// Reads how many nodes a [`ScaleFs`] holds for the kernel, after the file system has moved
 /// into its session (tests watch `forget` with it).
 #[derive(Clone, Debug)]
-pub struct NodeCount(Arc<Mutex<NodeTable>>);
+pub struct NodeCount(Arc<Mutex<NodeTable<Node>>>);
 
 impl NodeCount {
     /// Nodes the kernel holds, the root included.
@@ -158,10 +165,11 @@ impl ScaleFs {
     pub fn new(vfs: &Arc<Vfs>, opts: FsOptions) -> scalevfs::Result<ScaleFs> {
         let p = vfs.process(Creds::root());
         p.umask(0);
-        let root = p.open("/", OFlags::PATH | OFlags::DIRECTORY, 0)?;
-        let st = p.fstat(root)?;
+        let root = p.openat_handle(Fd::CWD, "/", OFlags::PATH | OFlags::DIRECTORY, 0)?;
+        let st = p.fstat(&root)?;
         Ok(ScaleFs {
-            nodes: Arc::new(Mutex::new(NodeTable::new(root, key(&st)))),
+            nodes: Arc::new(Mutex::new(NodeTable::new(Arc::new(root), key(&st)))),
+            files: OpenFiles::new(opts.max_open_per_user),
             p,
             gate: CredGate::default(),
             opts,
@@ -173,9 +181,22 @@ impl ScaleFs {
         NodeCount(self.nodes.clone())
     }
 
-    /// The descriptor of node `ino`.
-    fn node(&self, ino: INodeNo) -> R<Fd> {
+    /// The handle of node `ino`.
+    fn node(&self, ino: INodeNo) -> R<Node> {
         self.nodes.lock().fd(NodeId(ino.0)).ok_or_else(estale)
+    }
+
+    /// Files `uid` holds open through the mount, when a per-user limit is set (else 0).
+    pub fn open_files_of(&self, uid: u32) -> u64 {
+        self.files.open_by(uid)
+    }
+
+    /// Opens a file or directory for `req`'s caller with `open`, counted against the
+    /// caller's limit before anything is opened; returns its FUSE handle.
+    fn open_file(&self, req: &Request, open: impl FnOnce() -> R<Handle>) -> R<FileHandle> {
+        let ticket = self.files.charge(req.uid())?;
+        let h = open()?;
+        self.files.insert(h, ticket).map(FileHandle)
     }
 
     /// Runs the rest of the request as its caller.
@@ -187,24 +208,13 @@ impl ScaleFs {
         self.gate.enter(who, |w| self.p.set_creds(w.creds()))
     }
 
-    fn close(&self, fd: Fd) {
-        let _ = self.p.close(fd);
-    }
-
-    /// Counts a lookup of the object behind `fd` (a descriptor this call owns) and returns
-    /// its attributes under its node id.
-    fn remember(&self, fd: Fd) -> R<FileAttr> {
-        let st = match self.p.fstat(fd) {
-            Ok(st) => st,
-            Err(e) => {
-                self.close(fd);
-                return Err(errno(e));
-            }
-        };
-        let (id, extra) = self.nodes.lock().remember(key(&st), fd);
-        if let Some(x) = extra {
-            self.close(x);
-        }
+    /// Counts a lookup of the object behind `h` (a handle this call owns) and returns its
+    /// attributes under its node id.
+    fn remember(&self, h: Handle) -> R<FileAttr> {
+        let st = self.p.fstat(&h).ex()?;
+        let (id, extra) = self.nodes.lock().remember(key(&st), Arc::new(h));
+        // Dropped here, outside the table lock.
+        drop(extra);
         Ok(attr(id, &st))
     }
 
@@ -214,7 +224,7 @@ impl ScaleFs {
     /// walks, mostly names it already holds; those cost a lockless `fstatat` and a table
     /// probe. Only a name whose object has no node is opened. Inode numbers are never
     /// reused, so a node found by (dev, ino) is the object the name named.
-    fn lookup_in(&self, parent: Fd, name: &OsStr) -> R<FileAttr> {
+    fn lookup_in(&self, parent: &Handle, name: &OsStr) -> R<FileAttr> {
         let st = self
             .p
             .fstatat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -227,15 +237,15 @@ impl ScaleFs {
                 }
             }
         }
-        let fd = self
+        let h = self
             .p
-            .openat(parent, name, OFlags::PATH | OFlags::NOFOLLOW, 0)
+            .openat_handle(parent, name, OFlags::PATH | OFlags::NOFOLLOW, 0)
             .ex()?;
-        self.remember(fd)
+        self.remember(h)
     }
 
     /// The attributes of the node behind `fd`.
-    fn attr_of(&self, ino: INodeNo, fd: Fd) -> R<FileAttr> {
+    fn attr_of(&self, ino: INodeNo, fd: &Handle) -> R<FileAttr> {
         let st = self.p.fstat(fd).ex()?;
         Ok(attr(NodeId(ino.0), &st))
     }
@@ -253,14 +263,15 @@ impl ScaleFs {
     }
 
     fn forget_one(&self, ino: u64, n: u64) {
-        let fd = self.nodes.lock().forget(NodeId(ino), n);
-        if let Some(fd) = fd {
-            self.close(fd);
-        }
+        let h = self.nodes.lock().forget(NodeId(ino), n);
+        // Dropped here, outside the table lock (the last handle of an unlinked file
+        // frees its data).
+        drop(h);
     }
 
     fn do_setattr(&self, ino: INodeNo, a: SetAttr) -> R<FileAttr> {
         let node = self.node(ino)?;
+        let node = &*node;
         let p = &self.p;
         let here = AtFlags::EMPTY_PATH | AtFlags::SYMLINK_NOFOLLOW;
         if let Some(m) = a.mode {
@@ -271,13 +282,11 @@ impl ScaleFs {
         }
         if let Some(size) = a.size {
             match a.fh {
-                Some(fh) => p.ftruncate(fh, size).ex()?,
+                Some(fh) => p.ftruncate(&*self.files.get(fh.0)?, size).ex()?,
                 None => {
                     // truncate(2): the engine checks write permission on the reopen.
-                    let fd = p.reopen(node, OFlags::WRONLY).ex()?;
-                    let r = p.ftruncate(fd, size);
-                    self.close(fd);
-                    r.ex()?;
+                    let h = p.reopen_handle(node, OFlags::WRONLY).ex()?;
+                    p.ftruncate(&h, size).ex()?;
                 }
             }
         }
@@ -293,7 +302,7 @@ impl ScaleFs {
 
     fn do_readdir(
         &self,
-        fh: Fd,
+        fh: &Handle,
         offset: u64,
         mut add: impl FnMut(&scalevfs::DirEntry) -> bool,
     ) -> R<()> {
@@ -312,13 +321,13 @@ impl ScaleFs {
         }
     }
 
-    fn do_fallocate(&self, fh: Fd, offset: u64, length: u64, mode: i32) -> R<()> {
+    fn do_fallocate(&self, fh: &Handle, offset: u64, length: u64, mode: i32) -> R<()> {
         self.p
             .fallocate(fh, scalevfs::FallocFlags(mode as u32), offset, length)
             .ex()
     }
 
-    fn do_copy(&self, fin: Fd, off_in: u64, fout: Fd, off_out: u64, len: u64) -> R<u32> {
+    fn do_copy(&self, fin: &Handle, off_in: u64, fout: &Handle, off_out: u64, len: u64) -> R<u32> {
         let len = len.min(u32::MAX as u64 & !0xfff);
         let mut buf = vec![0u8; COPY_CHUNK.min(len as usize)];
         let mut done = 0u64;
@@ -364,15 +373,13 @@ impl Filesystem for ScaleFs {
     }
 
     fn destroy(&mut self) {
-        let fds = self.nodes.lock().drain();
-        for fd in fds {
-            self.close(fd);
-        }
+        let nodes = self.nodes.lock().drain();
+        drop(nodes);
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _g = self.enter(req);
-        let r = self.node(parent).and_then(|p| self.lookup_in(p, name));
+        let r = self.node(parent).and_then(|p| self.lookup_in(&p, name));
         self.reply_entry(reply, r);
     }
 
@@ -381,7 +388,7 @@ impl Filesystem for ScaleFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.node(ino).and_then(|fd| self.attr_of(ino, fd)) {
+        match self.node(ino).and_then(|fd| self.attr_of(ino, &fd)) {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
             Err(e) => reply.error(e),
         }
@@ -413,7 +420,7 @@ impl Filesystem for ScaleFs {
             size,
             atime,
             mtime,
-            fh: fh.map(fh_fd),
+            fh,
         };
         match self.do_setattr(ino, a) {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -422,7 +429,10 @@ impl Filesystem for ScaleFs {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.node(ino).and_then(|fd| self.p.readlinkat(fd, "").ex()) {
+        match self
+            .node(ino)
+            .and_then(|fd| self.p.readlinkat(&*fd, "").ex())
+        {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
         }
@@ -441,8 +451,8 @@ impl Filesystem for ScaleFs {
         let _g = self.enter(req);
         let (mode, dev) = convert::mknod_args(mode, rdev);
         let r = self.node(parent).and_then(|p| {
-            self.p.mknodat(p, name, mode, dev).ex()?;
-            self.lookup_in(p, name)
+            self.p.mknodat(&*p, name, mode, dev).ex()?;
+            self.lookup_in(&p, name)
         });
         self.reply_entry(reply, r);
     }
@@ -458,8 +468,8 @@ impl Filesystem for ScaleFs {
     ) {
         let _g = self.enter(req);
         let r = self.node(parent).and_then(|p| {
-            self.p.mkdirat(p, name, mode).ex()?;
-            self.lookup_in(p, name)
+            self.p.mkdirat(&*p, name, mode).ex()?;
+            self.lookup_in(&p, name)
         });
         self.reply_entry(reply, r);
     }
@@ -469,7 +479,7 @@ impl Filesystem for ScaleFs {
         reply_empty(
             reply,
             self.node(parent)
-                .and_then(|p| self.p.unlinkat(p, name, AtFlags::empty()).ex()),
+                .and_then(|p| self.p.unlinkat(&*p, name, AtFlags::empty()).ex()),
         )
     }
 
@@ -478,7 +488,7 @@ impl Filesystem for ScaleFs {
         reply_empty(
             reply,
             self.node(parent)
-                .and_then(|p| self.p.unlinkat(p, name, AtFlags::REMOVEDIR).ex()),
+                .and_then(|p| self.p.unlinkat(&*p, name, AtFlags::REMOVEDIR).ex()),
         )
     }
 
@@ -492,8 +502,8 @@ impl Filesystem for ScaleFs {
     ) {
         let _g = self.enter(req);
         let r = self.node(parent).and_then(|p| {
-            self.p.symlinkat(target, p, link_name).ex()?;
-            self.lookup_in(p, link_name)
+            self.p.symlinkat(target, &*p, link_name).ex()?;
+            self.lookup_in(&p, link_name)
         });
         self.reply_entry(reply, r);
     }
@@ -512,7 +522,13 @@ impl Filesystem for ScaleFs {
         let r = self.node(parent).and_then(|p| {
             let np = self.node(newparent)?;
             self.p
-                .renameat2(p, name, np, newname, scalevfs::RenameFlags(flags.bits()))
+                .renameat2(
+                    &*p,
+                    name,
+                    &*np,
+                    newname,
+                    scalevfs::RenameFlags(flags.bits()),
+                )
                 .ex()
         });
         reply_empty(reply, r)
@@ -530,24 +546,28 @@ impl Filesystem for ScaleFs {
         let r = self.node(ino).and_then(|fd| {
             let np = self.node(newparent)?;
             self.p
-                .linkat(fd, "", np, newname, AtFlags::EMPTY_PATH)
+                .linkat(&*fd, "", &*np, newname, AtFlags::EMPTY_PATH)
                 .ex()?;
             // The kernel counts the reply as a lookup of the node it already holds.
             if !self.nodes.lock().add_lookup(NodeId(ino.0)) {
                 return Err(estale());
             }
-            self.attr_of(ino, fd)
+            self.attr_of(ino, &fd)
         });
         self.reply_entry(reply, r);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _g = self.enter(req);
-        let r = self
-            .node(ino)
-            .and_then(|fd| self.p.reopen(fd, convert::open_flags(flags.0)).ex());
+        let r = self.node(ino).and_then(|fd| {
+            self.open_file(req, || {
+                self.p
+                    .reopen_handle(&*fd, convert::open_flags(flags.0))
+                    .ex()
+            })
+        });
         match r {
-            Ok(fd) => reply.opened(fd_fh(fd), FopenFlags::empty()),
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -564,9 +584,13 @@ impl Filesystem for ScaleFs {
         reply: ReplyData,
     ) {
         let mut buf = vec![0u8; size as usize];
-        match self.p.pread(fh_fd(fh), &mut buf, offset) {
+        let r = self
+            .files
+            .get(fh.0)
+            .and_then(|f| self.p.pread(&*f, &mut buf, offset).ex());
+        match r {
             Ok(n) => reply.data(&buf[..n]),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -588,9 +612,13 @@ impl Filesystem for ScaleFs {
         } else {
             self.enter(req)
         };
-        match self.p.pwrite(fh_fd(fh), data, offset) {
+        let r = self
+            .files
+            .get(fh.0)
+            .and_then(|f| self.p.pwrite(&*f, data, offset).ex());
+        match r {
             Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -615,7 +643,7 @@ impl Filesystem for ScaleFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        reply_empty(reply, self.p.close(fh_fd(fh)).ex())
+        reply_empty(reply, self.files.remove(fh.0))
     }
 
     fn fsync(
@@ -626,19 +654,24 @@ impl Filesystem for ScaleFs {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = if datasync {
-            self.p.fdatasync(fh_fd(fh))
-        } else {
-            self.p.fsync(fh_fd(fh))
-        };
-        reply_empty(reply, r.ex())
+        let r = self.files.get(fh.0).and_then(|f| {
+            if datasync {
+                self.p.fdatasync(&*f).ex()
+            } else {
+                self.p.fsync(&*f).ex()
+            }
+        });
+        reply_empty(reply, r)
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _g = self.enter(req);
         let flags = OFlags(convert::open_flags(flags.0).0 & !OFlags::ACCMODE.0) | OFlags::DIRECTORY;
-        match self.node(ino).and_then(|fd| self.p.reopen(fd, flags).ex()) {
-            Ok(fd) => reply.opened(fd_fh(fd), FopenFlags::empty()),
+        let r = self
+            .node(ino)
+            .and_then(|fd| self.open_file(req, || self.p.reopen_handle(&*fd, flags).ex()));
+        match r {
+            Ok(fh) => reply.opened(fh, FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
     }
@@ -651,7 +684,11 @@ impl Filesystem for ScaleFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = self.do_readdir(fh_fd(fh), offset, |e| {
+        let f = match self.files.get(fh.0) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        let r = self.do_readdir(&f, offset, |e| {
             reply.add(
                 INodeNo(e.ino),
                 e.cookie,
@@ -674,23 +711,23 @@ impl Filesystem for ScaleFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _g = self.enter(req);
-        let dir = match self.node(ino).and_then(|fd| self.p.fstat(fd).ex()) {
-            Ok(st) => st,
+        let (node, f) = match self.node(ino).and_then(|n| Ok((n, self.files.get(fh.0)?))) {
+            Ok(x) => x,
             Err(e) => return reply.error(e),
         };
+        let dir = match self.p.fstat(&*node) {
+            Ok(st) => st,
+            Err(e) => return reply.error(errno(e)),
+        };
         let ttl = self.opts.entry_timeout.min(self.opts.attr_timeout);
-        let r = self.do_readdir(fh_fd(fh), offset, |e| {
+        let r = self.do_readdir(&f, offset, |e| {
             let name = OsStr::from_bytes(&e.name);
             if e.name == b"." || e.name == b".." {
                 // The kernel does not link these (no lookup is counted): plain entries.
                 let a = attr(NodeId(e.ino), &dir);
                 return reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &a, Generation(0));
             }
-            let fd = match self.node(ino) {
-                Ok(fd) => fd,
-                Err(_) => return true,
-            };
-            match self.lookup_in(fd, name) {
+            match self.lookup_in(&node, name) {
                 Ok(a) => {
                     let id = a.ino;
                     let full = reply.add(INodeNo(e.ino), e.cookie, name, &ttl, &a, Generation(0));
@@ -724,7 +761,7 @@ impl Filesystem for ScaleFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        reply_empty(reply, self.p.close(fh_fd(fh)).ex())
+        reply_empty(reply, self.files.remove(fh.0))
     }
 
     fn fsyncdir(
@@ -739,7 +776,7 @@ impl Filesystem for ScaleFs {
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
-        match self.node(ino).and_then(|fd| self.p.fstatfs(fd).ex()) {
+        match self.node(ino).and_then(|fd| self.p.fstatfs(&*fd).ex()) {
             Ok(s) => reply.statfs(
                 s.blocks,
                 s.bfree,
@@ -760,7 +797,7 @@ impl Filesystem for ScaleFs {
         reply_empty(
             reply,
             self.node(ino)
-                .and_then(|fd| self.p.faccessat(fd, "", mode, AtFlags::EMPTY_PATH).ex()),
+                .and_then(|fd| self.p.faccessat(&*fd, "", mode, AtFlags::EMPTY_PATH).ex()),
         )
     }
 
@@ -777,26 +814,19 @@ impl Filesystem for ScaleFs {
         let _g = self.enter(req);
         let flags = convert::open_flags(flags) | OFlags::CREAT;
         let r = self.node(parent).and_then(|p| {
-            let fh = self.p.openat(p, name, flags, mode).ex()?;
-            let node = match self.p.reopen(fh, OFlags::PATH | OFlags::NOFOLLOW) {
-                Ok(n) => n,
-                Err(e) => {
-                    self.close(fh);
-                    return Err(errno(e));
-                }
-            };
-            match self.remember(node) {
-                Ok(a) => Ok((a, fh)),
-                Err(e) => {
-                    self.close(fh);
-                    Err(e)
-                }
-            }
+            let ticket = self.files.charge(req.uid())?;
+            let h = self.p.openat_handle(&*p, name, flags, mode).ex()?;
+            let node = self
+                .p
+                .reopen_handle(&h, OFlags::PATH | OFlags::NOFOLLOW)
+                .ex()?;
+            let a = self.remember(node)?;
+            Ok((a, self.files.insert(h, ticket)?))
         });
         match r {
             Ok((a, fh)) => {
                 let ttl = self.opts.entry_timeout.min(self.opts.attr_timeout);
-                reply.created(&ttl, &a, Generation(0), fd_fh(fh), FopenFlags::empty())
+                reply.created(&ttl, &a, Generation(0), FileHandle(fh), FopenFlags::empty())
             }
             Err(e) => reply.error(e),
         }
@@ -813,7 +843,11 @@ impl Filesystem for ScaleFs {
         reply: ReplyEmpty,
     ) {
         let _g = self.enter(req);
-        reply_empty(reply, self.do_fallocate(fh_fd(fh), offset, length, mode))
+        let r = self
+            .files
+            .get(fh.0)
+            .and_then(|f| self.do_fallocate(&f, offset, length, mode));
+        reply_empty(reply, r)
     }
 
     fn lseek(
@@ -833,9 +867,13 @@ impl Filesystem for ScaleFs {
             SEEK_HOLE => Whence::Hole,
             _ => return reply.error(fuser::Errno::EINVAL),
         };
-        match self.p.lseek(fh_fd(fh), offset, whence) {
+        let r = self
+            .files
+            .get(fh.0)
+            .and_then(|f| self.p.lseek(&*f, offset, whence).ex());
+        match r {
             Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -853,7 +891,11 @@ impl Filesystem for ScaleFs {
         reply: ReplyWrite,
     ) {
         let _g = self.enter(req);
-        match self.do_copy(fh_fd(fh_in), offset_in, fh_fd(fh_out), offset_out, len) {
+        let r = self.files.get(fh_in.0).and_then(|fin| {
+            let fout = self.files.get(fh_out.0)?;
+            self.do_copy(&fin, offset_in, &fout, offset_out, len)
+        });
+        match r {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
         }

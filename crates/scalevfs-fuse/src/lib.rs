@@ -12,6 +12,7 @@
 
 mod convert;
 mod creds;
+mod files;
 mod fs;
 mod nodes;
 
@@ -36,7 +37,8 @@ pub struct MountOptions {
     /// descriptor when more than one).
     pub threads: usize,
     /// Let users other than the one who mounted use the mount (FUSE `allow_other`; needs
-    /// root or `user_allow_other` in /etc/fuse.conf).
+    /// root or `user_allow_other` in /etc/fuse.conf). Implies `default_permissions`: the
+    /// kernel checks permissions before the request reaches the engine.
     pub allow_other: bool,
     /// The source name shown in /proc/mounts.
     pub fsname: String,
@@ -61,6 +63,10 @@ fn config(opts: &MountOptions) -> Config {
         MountOption::RW,
     ];
     c.acl = if opts.allow_other {
+        // Other users reach the mount: the kernel checks permissions first, from the
+        // attributes, in its own order (as libfuse's passthrough examples do); the
+        // engine's checks still run behind them.
+        c.mount_options.push(MountOption::DefaultPermissions);
         SessionACL::All
     } else {
         SessionACL::Owner

@@ -1,8 +1,9 @@
-//! The node table: FUSE node ids and the engine descriptors behind them.
+//! The node table: FUSE node ids and the engine handles behind them.
 //!
 //! # Ids
-//! The kernel names files by node id; the engine names them by descriptor. Every node the
-//! kernel knows holds one engine `O_PATH | O_NOFOLLOW` descriptor, keyed by the object's
+//! The kernel names files by node id; the engine names them by open description. Every
+//! node the kernel knows holds one engine `O_PATH | O_NOFOLLOW` handle (`H`: a
+//! [`scalevfs::Handle`] in the server, a plain number in the tests), keyed by the object's
 //! (`st_dev`, `st_ino`), so that two hard links of one file are one node. On the file
 //! system mounted at the FUSE root (the primary device) the node id *is* the engine's inode
 //! number: memfs never reuses one and its root is inode 1, FUSE's root id. fuser sends the
@@ -12,19 +13,17 @@
 //! # Lookup counts
 //! Each reply that hands the kernel a node (lookup, mknod, mkdir, symlink, link, create,
 //! readdirplus) counts one lookup; `forget(id, n)` takes `n` away. At zero the node leaves
-//! the table and its descriptor is returned to the caller to close; the kernel no longer
+//! the table and its handle is returned to the caller to drop; the kernel no longer
 //! refers to the id. A lookup that races with a forget of the same node is ordered by the
 //! table lock: either it revives the count first, or the forget removes the node and the
-//! lookup inserts a new one under the same id (with its own descriptor). The root is never
+//! lookup inserts a new one under the same id (with its own handle). The root is never
 //! forgotten.
 //!
-//! The table only hands out and takes back descriptors; it never calls the engine, so the
-//! caller closes what [`NodeTable::forget`] and [`NodeTable::remember`] return, outside
-//! the table lock.
+//! The table only hands out and takes back handles; it never calls the engine, so the
+//! caller drops what [`NodeTable::forget`] and [`NodeTable::remember`] return outside the
+//! table lock (dropping the last handle of an unlinked file frees its data).
 
 use std::collections::HashMap;
-
-use scalevfs::Fd;
 
 /// A FUSE node id.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
@@ -48,26 +47,26 @@ pub struct ObjKey {
 }
 
 #[derive(Debug)]
-struct Node {
-    fd: Fd,
+struct Node<H> {
+    fd: H,
     key: ObjKey,
     /// Lookups the kernel has not forgotten yet.
     lookups: u64,
 }
 
-/// Node ids, their descriptors and lookup counts. Not synchronized: the caller wraps it in
+/// Node ids, their handles and lookup counts. Not synchronized: the caller wraps it in
 /// a mutex.
 #[derive(Debug)]
-pub struct NodeTable {
-    nodes: HashMap<NodeId, Node>,
+pub struct NodeTable<H> {
+    nodes: HashMap<NodeId, Node<H>>,
     by_key: HashMap<ObjKey, NodeId>,
     primary_dev: u64,
     next_synthetic: u64,
 }
 
-impl NodeTable {
+impl<H: Clone> NodeTable<H> {
     /// A table whose root node (id 1) is `root_fd`, the object `root`.
-    pub fn new(root_fd: Fd, root: ObjKey) -> NodeTable {
+    pub fn new(root_fd: H, root: ObjKey) -> NodeTable<H> {
         let mut t = NodeTable {
             nodes: HashMap::new(),
             by_key: HashMap::new(),
@@ -86,9 +85,9 @@ impl NodeTable {
         t
     }
 
-    /// The descriptor of node `id`, if the kernel may still name it.
-    pub fn fd(&self, id: NodeId) -> Option<Fd> {
-        self.nodes.get(&id).map(|n| n.fd)
+    /// The handle of node `id` (a clone), if the kernel may still name it.
+    pub fn fd(&self, id: NodeId) -> Option<H> {
+        self.nodes.get(&id).map(|n| n.fd.clone())
     }
 
     /// The node of object `key`, if there is one.
@@ -125,9 +124,9 @@ impl NodeTable {
         }
     }
 
-    /// Counts one lookup of object `key`, whose fresh descriptor is `fd`. Returns the node id
-    /// and, when the object already had a node, `fd` back for the caller to close.
-    pub fn remember(&mut self, key: ObjKey, fd: Fd) -> (NodeId, Option<Fd>) {
+    /// Counts one lookup of object `key`, whose fresh handle is `fd`. Returns the node id
+    /// and, when the object already had a node, `fd` back for the caller to drop.
+    pub fn remember(&mut self, key: ObjKey, fd: H) -> (NodeId, Option<H>) {
         let id = self.id_for(key);
         match self.nodes.get_mut(&id) {
             Some(n) => {
@@ -162,10 +161,10 @@ impl NodeTable {
         }
     }
 
-    /// Takes `n` lookups away from node `id` (FUSE `forget`). Returns the descriptor to close
+    /// Takes `n` lookups away from node `id` (FUSE `forget`). Returns the handle to drop
     /// when the count reaches zero. The root stays. Forgetting more than was counted, or an
     /// unknown id, clamps to zero (the kernel never does it; a bug there must not leak here).
-    pub fn forget(&mut self, id: NodeId, n: u64) -> Option<Fd> {
+    pub fn forget(&mut self, id: NodeId, n: u64) -> Option<H> {
         if id == NodeId::ROOT {
             return None;
         }
@@ -179,8 +178,8 @@ impl NodeTable {
         Some(node.fd)
     }
 
-    /// Removes every node but the root; returns their descriptors (for unmount).
-    pub fn drain(&mut self) -> Vec<Fd> {
+    /// Removes every node but the root; returns their handles (for unmount).
+    pub fn drain(&mut self) -> Vec<H> {
         let root = self.nodes.remove(&NodeId::ROOT);
         let fds = self.nodes.drain().map(|(_, n)| n.fd).collect();
         self.by_key.clear();
@@ -195,6 +194,7 @@ impl NodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scalevfs::Fd;
 
     const DEV: u64 = 7;
 
@@ -202,7 +202,7 @@ mod tests {
         ObjKey { dev: DEV, ino }
     }
 
-    fn table() -> NodeTable {
+    fn table() -> NodeTable<Fd> {
         NodeTable::new(Fd(3), key(1))
     }
 

@@ -49,14 +49,18 @@ fn is_root() -> bool {
 /// A fresh memfs mounted on a new directory, or `None` (with a message) when FUSE cannot
 /// be used here.
 fn mount(name: &str, allow_other: bool) -> Option<Mounted> {
+    mount_with(name, allow_other, Vfs::new_memfs(), FsOptions::default())
+}
+
+/// [`mount`] of a given namespace with given options.
+fn mount_with(name: &str, allow_other: bool, vfs: Arc<Vfs>, o: FsOptions) -> Option<Mounted> {
     if let Err(why) = scalevfs_fuse::fuse_available() {
         eprintln!("skipping {name}: FUSE is not usable here: {why}");
         return None;
     }
     let dir = std::env::temp_dir().join(format!("scalevfs-fuse-{}-{name}", std::process::id()));
     fs::create_dir_all(&dir).unwrap();
-    let vfs = Vfs::new_memfs();
-    let fs = ScaleFs::new(&vfs, FsOptions::default()).unwrap();
+    let fs = ScaleFs::new(&vfs, o).unwrap();
     let nodes = fs.node_count();
     let opts = MountOptions {
         threads: 4,
@@ -386,5 +390,188 @@ fn concurrent_callers() {
         t.join().unwrap();
     }
     assert_eq!(errno_of(fs::read(root.join("t0/f0"))), ENOENT);
+    m.unmount().unwrap();
+}
+
+/// Runs `f` on a thread whose credentials (real, effective, saved and file system ids,
+/// and groups) are nobody's; the raw per-thread calls leave the rest of the test root.
+fn as_nobody<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    use rustix::process::{Gid, Uid};
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let (u, g) = (Uid::from_raw(NOBODY), Gid::from_raw(NOBODY));
+            rustix::thread::set_thread_groups(&[]).unwrap();
+            rustix::thread::set_thread_res_gid(g, g, g).unwrap();
+            rustix::thread::set_thread_res_uid(u, u, u).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+const NOBODY: u32 = 65534;
+const ENFILE: i32 = 23;
+const EDQUOT: i32 = 122;
+
+/// One user cannot lock the others out: past its open-file limit it gets `ENFILE` (and
+/// past its inode limit `EDQUOT`) while root still opens, lists and creates; its files
+/// count until they are closed.
+#[test]
+fn per_user_limits_leave_root_a_way_in() {
+    if !is_root() {
+        eprintln!("skipping per_user_limits_leave_root_a_way_in: needs root");
+        return;
+    }
+    let vfs = Vfs::new(scalevfs::MemFs::new(scalevfs::MemFsOptions {
+        max_inodes_per_user: Some(8),
+        ..Default::default()
+    }));
+    let o = FsOptions {
+        max_open_per_user: Some(5),
+        ..FsOptions::default()
+    };
+    let Some(m) = mount_with("limits", true, vfs, o) else {
+        return;
+    };
+    fs::create_dir(m.path("pub")).unwrap();
+    fs::set_permissions(m.path("pub"), fs::Permissions::from_mode(0o1777)).unwrap();
+    let held = as_nobody(|| {
+        let mut held = Vec::new();
+        let mut err = 0;
+        for i in 0..7 {
+            match fs::File::create(m.path(&format!("pub/f{i}"))) {
+                Ok(f) => held.push(f),
+                Err(e) => {
+                    err = e.raw_os_error().unwrap();
+                    break;
+                }
+            }
+        }
+        assert_eq!((held.len(), err), (5, ENFILE), "the sixth open is refused");
+        // A directory open counts too.
+        assert_eq!(errno_of(fs::read_dir(m.path("pub"))), ENFILE);
+        held
+    });
+    // Root gets in while nobody holds its limit.
+    let mine: Vec<_> = (0..50)
+        .map(|i| fs::File::create(m.path(&format!("pub/root{i}"))).unwrap())
+        .collect();
+    assert_eq!(fs::read_dir(m.path("pub")).unwrap().count(), 55);
+    drop((mine, held));
+    // Closed files stop counting (release arrives after close returns: wait for it).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    as_nobody(|| loop {
+        let opened: Vec<_> = (0..5)
+            .filter_map(|i| fs::File::open(m.path(&format!("pub/f{i}"))).ok())
+            .collect();
+        if opened.len() == 5 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nobody's closed files still count"
+        );
+        drop(opened);
+        std::thread::sleep(Duration::from_millis(20));
+    });
+    // The inode limit: nobody owns 5 files; 3 more fit, the fourth is refused.
+    as_nobody(|| {
+        for i in 0..3 {
+            fs::write(m.path(&format!("pub/g{i}")), b"").unwrap();
+        }
+        assert_eq!(errno_of(fs::write(m.path("pub/g3"), b"")), EDQUOT);
+        assert_eq!(errno_of(fs::create_dir(m.path("pub/d"))), EDQUOT);
+    });
+    fs::write(m.path("pub/root-more"), b"").unwrap();
+    m.unmount().unwrap();
+}
+
+/// Another user through the mount gets the kernel's permission order (the mount asks for
+/// `default_permissions` with `allow_other`): each call's errno is what the same call on
+/// the host's tmpfs, with the same tree, returns.
+#[test]
+fn other_users_get_the_kernels_permission_order() {
+    if !is_root() {
+        eprintln!("skipping other_users_get_the_kernels_permission_order: needs root");
+        return;
+    }
+    let Some(m) = mount("perm-order", true) else {
+        return;
+    };
+    let tmp = std::env::temp_dir().join(format!("scalevfs-tmpfs-{}", std::process::id()));
+    fs::create_dir_all(&tmp).unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(&tmp)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipping other_users_get_the_kernels_permission_order: cannot mount tmpfs");
+        return;
+    }
+    let build = |root: &Path| {
+        for (d, mode) in [("a", 0o700), ("w", 0o755), ("b", 0o755), ("s", 0o1777)] {
+            fs::create_dir(root.join(d)).unwrap();
+            fs::set_permissions(root.join(d), fs::Permissions::from_mode(mode)).unwrap();
+        }
+        fs::write(root.join("a/x"), b"x").unwrap();
+        fs::write(root.join("w/f"), b"f").unwrap();
+        fs::create_dir(root.join("w/d")).unwrap();
+        fs::write(root.join("o"), b"o").unwrap();
+        fs::write(root.join("s/rootfile"), b"r").unwrap();
+        fs::set_permissions(root.join("o"), fs::Permissions::from_mode(0o644)).unwrap();
+    };
+    let run = |root: &Path| -> Vec<(&'static str, i32)> {
+        let p = |r: &str| root.join(r);
+        vec![
+            ("stat a/.", errno_of(fs::metadata(p("a/.")))),
+            ("stat a/x", errno_of(fs::metadata(p("a/x")))),
+            ("rmdir w/f", errno_of(fs::remove_dir(p("w/f")))),
+            ("unlink w/d", errno_of(fs::remove_file(p("w/d")))),
+            ("unlink w/f", errno_of(fs::remove_file(p("w/f")))),
+            ("unlink w/none", errno_of(fs::remove_file(p("w/none")))),
+            ("mkdir b/.", errno_of(fs::create_dir(p("b/.")))),
+            ("mkdir b/new", errno_of(fs::create_dir(p("b/new")))),
+            ("mkdir w/f", errno_of(fs::create_dir(p("w/f")))),
+            (
+                "chmod o",
+                errno_of(fs::set_permissions(
+                    p("o"),
+                    fs::Permissions::from_mode(0o777),
+                )),
+            ),
+            (
+                "chmod a/x",
+                errno_of(fs::set_permissions(
+                    p("a/x"),
+                    fs::Permissions::from_mode(0o777),
+                )),
+            ),
+            (
+                "open o for write",
+                errno_of(fs::OpenOptions::new().write(true).open(p("o"))),
+            ),
+            ("rename w/f b/f", errno_of(fs::rename(p("w/f"), p("b/f")))),
+            ("link w/f s/l", errno_of(fs::hard_link(p("w/f"), p("s/l")))),
+            (
+                "symlink b/l",
+                errno_of(std::os::unix::fs::symlink("x", p("b/l"))),
+            ),
+            (
+                "unlink s/rootfile",
+                errno_of(fs::remove_file(p("s/rootfile"))),
+            ),
+            ("create s/mine", errno_of(fs::write(p("s/mine"), b"m"))),
+            ("read_dir a", errno_of(fs::read_dir(p("a")))),
+        ]
+    };
+    build(&m.dir);
+    build(&tmp);
+    let fuse = as_nobody(|| run(&m.dir));
+    let kernel = as_nobody(|| run(&tmp));
+    let _ = std::process::Command::new("umount").arg(&tmp).status();
+    let _ = fs::remove_dir(&tmp);
+    assert_eq!(fuse, kernel, "through FUSE (left) against tmpfs (right)");
     m.unmount().unwrap();
 }

@@ -140,7 +140,7 @@ impl Drop for OpenFile {
 /// A description in use by a call: a count on it, and a hold on its inode's contents, so
 /// that a close on another thread cannot evict the pages under the call (Linux holds a
 /// file reference for the same reason).
-pub(crate) struct FileRef(Arc<OpenFile>);
+pub struct FileRef(Arc<OpenFile>);
 
 impl FileRef {
     /// The description itself (to keep or to install elsewhere).
@@ -160,6 +160,112 @@ impl std::ops::Deref for FileRef {
 impl Drop for FileRef {
     fn drop(&mut self) {
         self.0.mnt.fs.release(&self.0.inode);
+    }
+}
+
+/// An open file description held by its owner instead of by a descriptor table: what a
+/// frontend (the FUSE server keeps one per node the kernel knows and per open file) or a
+/// Rust caller holds when a number in a table is the wrong tool. It counts as one more
+/// reference to the description, like a descriptor: the description's mount stays in use
+/// and its inode's contents stay held (an unlinked file's data included) until the last
+/// descriptor or handle goes. Dropping it closes it; cloning it is `dup`. It needs no
+/// number, so it takes no descriptor slot and no table's limit applies to it.
+///
+/// Made by [`Process::openat_handle`](crate::Process::openat_handle) and
+/// [`Process::reopen_handle`](crate::Process::reopen_handle); every call that takes a
+/// descriptor takes `&Handle` too (see [`Desc`]).
+pub struct Handle(Arc<OpenFile>);
+
+impl Handle {
+    pub(crate) fn new(f: Arc<OpenFile>) -> Handle {
+        f.slot_added();
+        Handle(f)
+    }
+}
+
+impl Clone for Handle {
+    fn clone(&self) -> Handle {
+        Handle::new(self.0.clone())
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // The borrow checker keeps every `&OpenFile` taken through this handle inside its
+        // life, so the description needs no grace period here (a table's slot does).
+        self.0.slot_removed();
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("ino", &self.0.inode.ino)
+            .field("flags", &self.0.flags)
+            .finish()
+    }
+}
+
+mod sealed {
+    /// Only the engine's own kinds of descriptor implement [`super::Desc`].
+    pub trait Sealed {}
+    impl Sealed for crate::types::Fd {}
+    impl Sealed for &super::Handle {}
+}
+
+/// What names an open description in a call: a descriptor number ([`Fd`], looked up in
+/// the calling process's table; [`Fd::CWD`] for the working directory where a call
+/// allows it), or a [`Handle`] the caller holds (`&handle`). Sealed.
+pub trait Desc: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn is_cwd(self) -> bool;
+    /// The description, borrowed for the guard's life, with no write.
+    #[doc(hidden)]
+    fn lookup<'g>(self, t: &FdTable, g: &'g Guard) -> Result<&'g OpenFile>
+    where
+        Self: 'g;
+    /// The description, held for a call (see [`FileRef`]).
+    #[doc(hidden)]
+    fn hold(self, t: &FdTable) -> Result<FileRef>;
+}
+
+impl Desc for Fd {
+    #[inline]
+    fn is_cwd(self) -> bool {
+        self == Fd::CWD
+    }
+    #[inline]
+    fn lookup<'g>(self, t: &FdTable, g: &'g Guard) -> Result<&'g OpenFile>
+    where
+        Self: 'g,
+    {
+        t.get_ref(self, g)
+    }
+    #[inline]
+    fn hold(self, t: &FdTable) -> Result<FileRef> {
+        t.get(self)
+    }
+}
+
+impl Desc for &Handle {
+    #[inline]
+    fn is_cwd(self) -> bool {
+        false
+    }
+    #[inline]
+    fn lookup<'g>(self, _: &FdTable, _: &'g Guard) -> Result<&'g OpenFile>
+    where
+        Self: 'g,
+    {
+        Ok(&self.0)
+    }
+    #[inline]
+    fn hold(self, _: &FdTable) -> Result<FileRef> {
+        // The handle's own reference holds the contents, so this hold succeeds.
+        if !self.0.inode.hold() {
+            return Err(Errno::EBADF);
+        }
+        Ok(FileRef(self.0.clone()))
     }
 }
 
@@ -263,7 +369,7 @@ impl FdBits {
 /// What protects each field outside its lock: `slots` (pointer and entries) is written
 /// only under `alloc` and read under an epoch guard. `alloc`'s bitmap has a number's bit
 /// set exactly while its slot is non-null.
-pub(crate) struct FdTable {
+pub struct FdTable {
     slots: Atomic<Slots>,
     /// Which numbers are taken; serializes writers.
     alloc: Mutex<FdBits>,

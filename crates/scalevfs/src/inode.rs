@@ -332,6 +332,10 @@ pub struct Inode {
     /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
     /// [`Inode::hold`].
     holds: AtomicU32,
+    /// The owner this inode is counted against in its file system's per-user inode
+    /// counts, or [`NO_QUOTA`] (no per-user limit, or evicted). Moved by compare-and-swap
+    /// on `chown` and swapped out at eviction, so each count is given back exactly once.
+    pub(crate) quota_uid: AtomicU32,
     /// Inode number, unique within its file system for the inode's life.
     pub ino: u64,
     mode: AtomicU32,
@@ -344,6 +348,9 @@ pub struct Inode {
     /// Device number for device nodes.
     pub rdev: u64,
 }
+
+/// `Inode::quota_uid` when the inode is counted against no one.
+pub(crate) const NO_QUOTA: u32 = u32::MAX;
 
 /// Which timestamps an update touches.
 #[derive(Clone, Copy, Default, Debug)]
@@ -421,6 +428,7 @@ impl Inode {
             holds: AtomicU32::new(1),
             mode: AtomicU32::new(mode),
             uid: AtomicU32::new(uid),
+            quota_uid: AtomicU32::new(NO_QUOTA),
             gid: AtomicU32::new(gid),
             nlink: AtomicU32::new(nlink),
             size: AtomicU64::new(size),

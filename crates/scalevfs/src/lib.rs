@@ -42,6 +42,7 @@ mod walk;
 pub mod __bench;
 
 pub use errno::{Errno, Result};
+pub use file::{Desc, Handle};
 pub use memfs::{MemFs, MemFsOptions, NEGATIVE_FLOOR, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;

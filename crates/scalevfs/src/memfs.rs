@@ -21,8 +21,8 @@
 
 use crate::dentry::{DHash, DRef};
 use crate::errno::{Errno, Result};
-use crate::inode::{Contents, DirState, FileData, Inode};
-use crate::sync::{StripedCounter, UsageCounter};
+use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
+use crate::sync::{PerUserCounts, StripedCounter, UsageCounter};
 use crate::types::{mode::*, StatFs, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
@@ -46,6 +46,11 @@ pub struct MemFsOptions {
     pub max_inodes: Option<u64>,
     /// Maximum bytes of file data (`ENOSPC` beyond); `None` for no limit.
     pub max_bytes: Option<u64>,
+    /// Maximum inodes each user other than root may own (`EDQUOT` beyond, as tmpfs's
+    /// `usrquota_inode_hardlimit`); `None` for no limit. Root is never refused, so it can
+    /// always get in to clean up. An inode counts against its owner from its creation to
+    /// its eviction, and moves with `chown`.
+    pub max_inodes_per_user: Option<u64>,
     /// Dentry hash buckets: any value is accepted, rounded up to a power of two and clamped
     /// to 16..=2^24.
     pub hash_buckets: usize,
@@ -64,6 +69,7 @@ impl Default for MemFsOptions {
             gid: 0,
             max_inodes: None,
             max_bytes: None,
+            max_inodes_per_user: None,
             hash_buckets: 1 << 17,
             max_negative: None,
         }
@@ -83,6 +89,8 @@ pub struct MemFs {
     pub(crate) rename_lock: Mutex<()>,
     /// Inodes in use, from creation to eviction.
     inodes: UsageCounter,
+    /// Inodes per owner, with `max_inodes_per_user` (see `Inode::quota_uid`).
+    user_inodes: Option<PerUserCounts>,
     /// Data pages in use: each charged once when a write allocates it, uncharged once when
     /// a truncate, a hole punch or the inode's eviction frees it.
     pages: UsageCounter,
@@ -116,6 +124,7 @@ impl MemFs {
             next_ino: AtomicU64::new(2),
             rename_lock: Mutex::new(()),
             inodes: UsageCounter::new(opts.max_inodes),
+            user_inodes: opts.max_inodes_per_user.map(PerUserCounts::new),
             pages: UsageCounter::new(
                 opts.max_bytes
                     .map(|b| b.div_ceil(crate::inode::PAGE as u64)),
@@ -171,8 +180,15 @@ impl MemFs {
         target: Option<&[u8]>,
         now: Timespec,
     ) -> Result<Arc<Inode>> {
+        // tmpfs's order: the file system's inode limit, then the owner's quota.
         if !self.inodes.charge(1) {
             return Err(Errno::ENOSPC);
+        }
+        if let Some(q) = &self.user_inodes {
+            if !q.charge(uid, uid != 0) {
+                self.inodes.uncharge(1);
+                return Err(Errno::EDQUOT);
+            }
         }
         let contents = match mode & S_IFMT {
             S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
@@ -180,15 +196,41 @@ impl MemFs {
             S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
             _ => Contents::Special,
         };
-        Ok(Arc::new(Inode::new(
-            self.alloc_ino(),
-            mode,
-            uid,
-            gid,
-            rdev,
-            contents,
-            now,
-        )))
+        let inode = Inode::new(self.alloc_ino(), mode, uid, gid, rdev, contents, now);
+        if self.user_inodes.is_some() {
+            inode.quota_uid.store(uid, Relaxed);
+        }
+        Ok(Arc::new(inode))
+    }
+
+    /// Moves `inode`'s count in the per-user inode counts to its new owner `uid` (after
+    /// a `chown`). Never refused: only root may give a file away, and root ignores the
+    /// limits (Linux's `dquot_transfer` for `CAP_SYS_RESOURCE`). Races with eviction
+    /// settle on `quota_uid`: the new owner is charged first, and given back if the
+    /// inode was evicted meanwhile.
+    pub(crate) fn transfer_owner(&self, inode: &Inode, uid: u32) {
+        let Some(q) = &self.user_inodes else {
+            return;
+        };
+        let mut cur = inode.quota_uid.load(Relaxed);
+        while cur != NO_QUOTA && cur != uid {
+            q.charge(uid, false);
+            match inode.quota_uid.compare_exchange(cur, uid, Relaxed, Relaxed) {
+                Ok(_) => {
+                    q.uncharge(cur);
+                    return;
+                }
+                Err(now) => {
+                    q.uncharge(uid);
+                    cur = now;
+                }
+            }
+        }
+    }
+
+    /// Inodes `uid` owns, when per-user limits are on (else 0).
+    pub fn inodes_of(&self, uid: u32) -> u64 {
+        self.user_inodes.as_ref().map_or(0, |q| q.count(uid))
     }
 
     /// Evicts an inode whose last hold went (see `Inode::hold`): its data pages are freed
@@ -200,6 +242,12 @@ impl MemFs {
             self.pages.uncharge(freed);
         }
         self.inodes.uncharge(1);
+        if let Some(q) = &self.user_inodes {
+            let owner = inode.quota_uid.swap(NO_QUOTA, Relaxed);
+            if owner != NO_QUOTA {
+                q.uncharge(owner);
+            }
+        }
     }
 
     /// Gives back a hold on `inode`, evicting it with the last one.

@@ -35,7 +35,7 @@
 
 use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
-use crate::file::{FdTable, FileRef, Loc, OpenFile};
+use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::memfs::MemFs;
 use crate::mount::{Mount, MountHold, MountTable};
@@ -460,26 +460,26 @@ impl Process {
         self.umask.swap(mask & 0o777, SeqCst)
     }
 
-    fn file(&self, fd: Fd) -> Result<FileRef> {
-        self.files.get(fd)
+    fn file(&self, fd: impl Desc) -> Result<FileRef> {
+        fd.hold(&self.files)
     }
 
     /// Runs `f` with a walk context and the start position for `path` relative to `dirfd`.
     fn at<R>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: &[u8],
         f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
     ) -> Result<R> {
         let guard = crossbeam_epoch::pin();
         let ctx = self.ctx_ref(&guard);
-        let start = if path.first() == Some(&b'/') || dirfd == Fd::CWD {
+        let start = if path.first() == Some(&b'/') || dirfd.is_cwd() {
             Start {
                 mnt: &ctx.cwd.mnt,
                 d: ctx.cwd.d.ptr(),
             }
         } else {
-            let held = self.files.get_ref(dirfd, &guard)?;
+            let held = dirfd.lookup(&self.files, &guard)?;
             match &held.dir {
                 Some(d) => Start {
                     mnt: &held.mnt,
@@ -516,13 +516,18 @@ impl Process {
     }
 
     /// `fstat(2)`.
-    pub fn fstat(&self, fd: Fd) -> Result<Stat> {
+    pub fn fstat(&self, fd: impl Desc) -> Result<Stat> {
         let f = self.file(fd)?;
         Ok(f.inode.stat(f.mnt.dev()))
     }
 
     /// `fstatat(2)`: stat inside the lockless walk, with no reference taken.
-    pub fn fstatat(&self, dirfd: Fd, path: impl AsRef<Path>, flags: AtFlags) -> Result<Stat> {
+    pub fn fstatat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        flags: AtFlags,
+    ) -> Result<Stat> {
         // AT_NO_AUTOMOUNT (0x800) and the AT_STATX_SYNC_TYPE bits (0x6000) are accepted and
         // mean nothing here, as on Linux's tmpfs.
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800 | 0x6000) != 0 {
@@ -635,14 +640,14 @@ impl Process {
     /// `Fd::CWD`, as an `O_PATH` description would).
     fn empty_path<R>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         flags: AtFlags,
         f: impl FnOnce(Target<'_>) -> Result<R>,
     ) -> Result<R> {
         if !flags.contains(AtFlags::EMPTY_PATH) {
             return Err(Errno::ENOENT);
         }
-        if dirfd == Fd::CWD {
+        if dirfd.is_cwd() {
             let g = crossbeam_epoch::pin();
             let cwd = &self.ctx_ref(&g).cwd;
             let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
@@ -669,7 +674,7 @@ impl Process {
     /// lockless walk with no reference taken.
     pub fn faccessat(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: impl AsRef<Path>,
         mode: Access,
         flags: AtFlags,
@@ -726,7 +731,7 @@ impl Process {
     }
 
     /// `readlinkat(2)`. Finishes inside the lockless walk with no reference taken.
-    pub fn readlinkat(&self, dirfd: Fd, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+    pub fn readlinkat(&self, dirfd: impl Desc, path: impl AsRef<Path>) -> Result<Vec<u8>> {
         let (path, hash) = cpath_hashed(path.as_ref())?;
         if path.is_empty() {
             return self.empty_path(dirfd, AtFlags::EMPTY_PATH, |f| {
@@ -967,13 +972,19 @@ impl Process {
     }
 
     /// `mkdirat(2)`.
-    pub fn mkdirat(&self, dirfd: Fd, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+    pub fn mkdirat(&self, dirfd: impl Desc, path: impl AsRef<Path>, mode: u32) -> Result<()> {
         let m = S_IFDIR | (mode & 0o1777 & !self.umask.load(Relaxed));
         self.create_at(dirfd, path.as_ref(), NewKind::Dir, m)
     }
 
     /// `mknodat(2)`: regular files, FIFOs, sockets and (for root) device nodes.
-    pub fn mknodat(&self, dirfd: Fd, path: impl AsRef<Path>, mode: u32, dev: u64) -> Result<()> {
+    pub fn mknodat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        mode: u32,
+        dev: u64,
+    ) -> Result<()> {
         let ty = match mode & S_IFMT {
             0 => S_IFREG,
             t @ (S_IFREG | S_IFIFO | S_IFSOCK | S_IFCHR | S_IFBLK) => t,
@@ -993,7 +1004,7 @@ impl Process {
     pub fn symlinkat(
         &self,
         target: impl AsRef<Path>,
-        dirfd: Fd,
+        dirfd: impl Desc,
         linkpath: impl AsRef<Path>,
     ) -> Result<()> {
         let t = cpath(target.as_ref())?;
@@ -1008,7 +1019,7 @@ impl Process {
         )
     }
 
-    fn create_at(&self, dirfd: Fd, path: &Path, kind: NewKind<'_>, mode: u32) -> Result<()> {
+    fn create_at(&self, dirfd: impl Desc, path: &Path, kind: NewKind<'_>, mode: u32) -> Result<()> {
         let path = cpath(path)?;
         if path.is_empty() {
             return Err(Errno::ENOENT);
@@ -1090,12 +1101,39 @@ impl Process {
     /// `openat(2)`.
     pub fn openat(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: impl AsRef<Path>,
         flags: OFlags,
         mode: u32,
     ) -> Result<Fd> {
-        let path = cpath(path.as_ref())?;
+        let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
+        self.files.insert(Arc::new(of))
+    }
+
+    /// `openat(2)`, returning the description as a [`Handle`] instead of installing it
+    /// in the descriptor table: the same checks and effects (creation, truncation), but
+    /// no descriptor number is taken, so `EMFILE` cannot happen. Dropping the handle
+    /// closes it.
+    pub fn openat_handle(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<Handle> {
+        let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
+        Ok(Handle::new(Arc::new(of)))
+    }
+
+    /// The open description `openat` installs.
+    fn open_description(
+        &self,
+        dirfd: impl Desc,
+        path: &Path,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        let path = cpath(path)?;
         if path.is_empty() {
             return Err(Errno::ENOENT);
         }
@@ -1107,7 +1145,7 @@ impl Process {
         if flags.contains(OFlags::PATH) {
             flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
         }
-        let of = self.at(dirfd, path, |cx, start| {
+        self.at(dirfd, path, |cx, start| {
             if flags.contains(OFlags::TMPFILE) {
                 self.open_tmpfile(cx, start, path, flags, mode)
             } else if flags.contains(OFlags::CREAT) {
@@ -1115,8 +1153,7 @@ impl Process {
             } else {
                 self.open_existing(cx, start, path, flags)
             }
-        })?;
-        self.files.insert(Arc::new(of))
+        })
     }
 
     /// Opens an existing object: the fast walk, then references, then validation.
@@ -1360,7 +1397,19 @@ impl Process {
     /// `/proc/self/fd/N`): an `O_PATH` descriptor becomes a readable or writable one after
     /// the usual permission checks, including for an unlinked file. Creation flags are
     /// ignored; `O_TRUNC` truncates. For frontends (FUSE) that name files by handle.
-    pub fn reopen(&self, fd: Fd, flags: OFlags) -> Result<Fd> {
+    pub fn reopen(&self, fd: impl Desc, flags: OFlags) -> Result<Fd> {
+        let of = self.reopen_description(fd, flags)?;
+        self.files.insert(Arc::new(of))
+    }
+
+    /// [`reopen`](Self::reopen), returning the new description as a [`Handle`] (see
+    /// [`openat_handle`](Self::openat_handle)).
+    pub fn reopen_handle(&self, fd: impl Desc, flags: OFlags) -> Result<Handle> {
+        let of = self.reopen_description(fd, flags)?;
+        Ok(Handle::new(Arc::new(of)))
+    }
+
+    fn reopen_description(&self, fd: impl Desc, flags: OFlags) -> Result<OpenFile> {
         let old = self.file(fd)?;
         // Drop the creation bits (O_TMPFILE without its O_DIRECTORY part).
         let mut flags = OFlags(flags.0 & !(OFlags::CREAT.0 | OFlags::EXCL.0 | 0o20000000));
@@ -1377,7 +1426,7 @@ impl Process {
         let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
             .expect("held by the old description");
         self.finish_open(&of, creds)?;
-        self.files.insert(Arc::new(of))
+        Ok(of)
     }
 
     /// `close(2)`.
@@ -1390,7 +1439,7 @@ impl Process {
     /// The description behind `fd` for I/O of `len` bytes at `pos` (the file position when
     /// `None`), checked in Linux's order: the access mode (`EBADF`), the range
     /// (`rw_verify_area`: `EINVAL` if it passes `i64::MAX`), then the kind (`EISDIR`).
-    fn io_file(&self, fd: Fd, write: bool, pos: Option<u64>, len: usize) -> Result<FileRef> {
+    fn io_file(&self, fd: impl Desc, write: bool, pos: Option<u64>, len: usize) -> Result<FileRef> {
         let f = self.file(fd)?;
         let allowed = if write {
             f.flags.writable()
@@ -1477,7 +1526,7 @@ impl Process {
     }
 
     /// `read(2)`.
-    pub fn read(&self, fd: Fd, buf: &mut [u8]) -> Result<usize> {
+    pub fn read(&self, fd: impl Desc, buf: &mut [u8]) -> Result<usize> {
         let f = self.io_file(fd, false, None, buf.len())?;
         let mut pos = f.pos.lock();
         let n = Self::read_inode(&f, buf, *pos)?;
@@ -1486,7 +1535,7 @@ impl Process {
     }
 
     /// `pread(2)`.
-    pub fn pread(&self, fd: Fd, buf: &mut [u8], off: u64) -> Result<usize> {
+    pub fn pread(&self, fd: impl Desc, buf: &mut [u8], off: u64) -> Result<usize> {
         // A negative offset is refused before the descriptor is looked at.
         if off > i64::MAX as u64 {
             return Err(Errno::EINVAL);
@@ -1496,7 +1545,7 @@ impl Process {
     }
 
     /// `write(2)`.
-    pub fn write(&self, fd: Fd, buf: &[u8]) -> Result<usize> {
+    pub fn write(&self, fd: impl Desc, buf: &[u8]) -> Result<usize> {
         let f = self.io_file(fd, true, None, buf.len())?;
         let mut pos = f.pos.lock();
         let (n, end) = self.write_inode(&f, buf, Some(*pos))?;
@@ -1505,7 +1554,7 @@ impl Process {
     }
 
     /// `pwrite(2)` (with `O_APPEND` it appends, as on Linux).
-    pub fn pwrite(&self, fd: Fd, buf: &[u8], off: u64) -> Result<usize> {
+    pub fn pwrite(&self, fd: impl Desc, buf: &[u8], off: u64) -> Result<usize> {
         if off > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
@@ -1517,7 +1566,7 @@ impl Process {
     /// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE`, as tmpfs computes it: an offset that
     /// overflows is negative, hence `EINVAL`. On a directory the offset is a readdir cookie,
     /// and only `SEEK_SET` and `SEEK_CUR` apply.
-    pub fn lseek(&self, fd: Fd, off: i64, whence: Whence) -> Result<u64> {
+    pub fn lseek(&self, fd: impl Desc, off: i64, whence: Whence) -> Result<u64> {
         let f = self.file(fd)?;
         if f.is_path() {
             return Err(Errno::EBADF);
@@ -1575,7 +1624,7 @@ impl Process {
     /// position (a cookie). `.` and `..` come first. An empty result means the end. An
     /// entry that exists for the whole read is returned exactly once; entries created or
     /// renamed meanwhile may or may not appear.
-    pub fn getdents(&self, fd: Fd, max_entries: usize) -> Result<Vec<DirEntry>> {
+    pub fn getdents(&self, fd: impl Desc, max_entries: usize) -> Result<Vec<DirEntry>> {
         let f = self.file(fd)?;
         if f.is_path() {
             return Err(Errno::EBADF);
@@ -1651,7 +1700,7 @@ impl Process {
     }
 
     /// `unlinkat(2)`, with `AT_REMOVEDIR`.
-    pub fn unlinkat(&self, dirfd: Fd, path: impl AsRef<Path>, flags: AtFlags) -> Result<()> {
+    pub fn unlinkat(&self, dirfd: impl Desc, path: impl AsRef<Path>, flags: AtFlags) -> Result<()> {
         if flags.0 & !AtFlags::REMOVEDIR.0 != 0 {
             return Err(Errno::EINVAL);
         }
@@ -1813,9 +1862,9 @@ impl Process {
     /// `linkat(2)`, with `AT_SYMLINK_FOLLOW` and `AT_EMPTY_PATH`.
     pub fn linkat(
         &self,
-        olddirfd: Fd,
+        olddirfd: impl Desc,
         old: impl AsRef<Path>,
-        newdirfd: Fd,
+        newdirfd: impl Desc,
         new: impl AsRef<Path>,
         flags: AtFlags,
     ) -> Result<()> {
@@ -1912,9 +1961,9 @@ impl Process {
     /// `renameat2(2)`, with `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
     pub fn renameat2(
         &self,
-        olddirfd: Fd,
+        olddirfd: impl Desc,
         old: impl AsRef<Path>,
-        newdirfd: Fd,
+        newdirfd: impl Desc,
         new: impl AsRef<Path>,
         flags: RenameFlags,
     ) -> Result<()> {
@@ -1935,7 +1984,7 @@ impl Process {
             // The new side's start, looked at only after the old side resolved (as Linux).
             let held_new;
             let ctx = self.ctx_ref(cx.guard);
-            let new_start = if new.first() == Some(&b'/') || newdirfd == Fd::CWD {
+            let new_start = if new.first() == Some(&b'/') || newdirfd.is_cwd() {
                 Start {
                     mnt: &ctx.cwd.mnt,
                     d: ctx.cwd.d.ptr(),
@@ -2178,7 +2227,7 @@ impl Process {
     /// inode and its file system.
     fn with_inode<R>(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: &Path,
         flags: AtFlags,
         f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
@@ -2199,7 +2248,7 @@ impl Process {
 
     fn with_fd<R>(
         &self,
-        fd: Fd,
+        fd: impl Desc,
         f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
     ) -> Result<R> {
         let of = self.file(fd)?;
@@ -2233,14 +2282,14 @@ impl Process {
     }
 
     /// `fchmod(2)`.
-    pub fn fchmod(&self, fd: Fd, mode: u32) -> Result<()> {
+    pub fn fchmod(&self, fd: impl Desc, mode: u32) -> Result<()> {
         self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
     }
 
     /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
     pub fn fchmodat(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: impl AsRef<Path>,
         mode: u32,
         flags: AtFlags,
@@ -2256,7 +2305,13 @@ impl Process {
         })
     }
 
-    fn do_chown(inode: &Inode, uid: Option<u32>, gid: Option<u32>, creds: &Creds) -> Result<()> {
+    fn do_chown(
+        inode: &Inode,
+        fs: &MemFs,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        creds: &Creds,
+    ) -> Result<()> {
         let owner = creds.uid == inode.uid();
         if creds.uid != 0 {
             if uid.is_some_and(|u| u != inode.uid()) {
@@ -2293,6 +2348,9 @@ impl Process {
             ..Default::default()
         };
         Self::setattr(inode, &u);
+        if let Some(uid) = uid {
+            fs.transfer_owner(inode, uid);
+        }
         Ok(())
     }
 
@@ -2314,14 +2372,14 @@ impl Process {
     }
 
     /// `fchown(2)`.
-    pub fn fchown(&self, fd: Fd, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chown(i, uid, gid, c))
+    pub fn fchown(&self, fd: impl Desc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.with_fd(fd, |i, fs, c| Self::do_chown(i, fs, uid, gid, c))
     }
 
     /// `fchownat(2)`.
     pub fn fchownat(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: impl AsRef<Path>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -2330,8 +2388,8 @@ impl Process {
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
-            Self::do_chown(i, uid, gid, c)
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+            Self::do_chown(i, fs, uid, gid, c)
         })
     }
 
@@ -2364,7 +2422,7 @@ impl Process {
     /// `utimensat(2)`: `times` is `[atime, mtime]`.
     pub fn utimensat(
         &self,
-        dirfd: Fd,
+        dirfd: impl Desc,
         path: impl AsRef<Path>,
         times: [SetTime; 2],
         flags: AtFlags,
@@ -2389,7 +2447,7 @@ impl Process {
     }
 
     /// `futimens(3)`.
-    pub fn futimens(&self, fd: Fd, times: [SetTime; 2]) -> Result<()> {
+    pub fn futimens(&self, fd: impl Desc, times: [SetTime; 2]) -> Result<()> {
         if times == [SetTime::Omit, SetTime::Omit] {
             return Ok(());
         }
@@ -2449,7 +2507,7 @@ impl Process {
     /// KEEP_SIZE` frees the pages wholly inside the range and zeroes the rest of it. Offsets
     /// and lengths are `loff_t`s: above `i64::MAX` they are negative. Errors in Linux's
     /// order (`vfs_fallocate`, then `shmem_fallocate`).
-    pub fn fallocate(&self, fd: Fd, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
+    pub fn fallocate(&self, fd: impl Desc, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
         if off > i64::MAX as u64 || len == 0 || len > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
@@ -2530,7 +2588,7 @@ impl Process {
     }
 
     /// `ftruncate(2)`.
-    pub fn ftruncate(&self, fd: Fd, len: u64) -> Result<()> {
+    pub fn ftruncate(&self, fd: impl Desc, len: u64) -> Result<()> {
         // As `truncate`: before the descriptor is looked at.
         if len > i64::MAX as u64 {
             return Err(Errno::EINVAL);
@@ -2597,7 +2655,7 @@ impl Process {
     }
 
     /// `fchdir(2)`.
-    pub fn fchdir(&self, fd: Fd) -> Result<()> {
+    pub fn fchdir(&self, fd: impl Desc) -> Result<()> {
         let of = self.file(fd)?;
         let d = of.dir.clone().ok_or(Errno::ENOTDIR)?;
         let g = crossbeam_epoch::pin();
@@ -2690,12 +2748,12 @@ impl Process {
     }
 
     /// `fstatfs(2)`.
-    pub fn fstatfs(&self, fd: Fd) -> Result<StatFs> {
+    pub fn fstatfs(&self, fd: impl Desc) -> Result<StatFs> {
         Ok(self.file(fd)?.mnt.fs.statfs())
     }
 
     /// `fsync(2)`: memfs holds everything in memory; checks the descriptor.
-    pub fn fsync(&self, fd: Fd) -> Result<()> {
+    pub fn fsync(&self, fd: impl Desc) -> Result<()> {
         let f = self.file(fd)?;
         if f.is_path() {
             return Err(Errno::EBADF);
@@ -2704,7 +2762,7 @@ impl Process {
     }
 
     /// `fdatasync(2)`.
-    pub fn fdatasync(&self, fd: Fd) -> Result<()> {
+    pub fn fdatasync(&self, fd: impl Desc) -> Result<()> {
         self.fsync(fd)
     }
 
@@ -2959,7 +3017,7 @@ impl Process {
     }
 
     /// The entries of an open directory, without `.` and `..`.
-    fn list(&self, fd: Fd) -> Result<Vec<DirEntry>> {
+    fn list(&self, fd: impl Desc) -> Result<Vec<DirEntry>> {
         let mut out = Vec::new();
         loop {
             let v = self.getdents(fd, 1024)?;

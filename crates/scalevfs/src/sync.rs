@@ -1,8 +1,8 @@
 //! The one place that names atomics for the engine's small protocols, and the protocols
 //! themselves: a sequence counter ([`SeqCount`]), a reference count with a dead state
 //! ([`RefCount`]), the namespace-change protocol ([`ChangeSeq`]), check mode's record of
-//! mutations (`effects`), a striped counter ([`StripedCounter`]) and a table of hashed
-//! locks ([`LockTable`]).
+//! mutations (`effects`), a striped counter ([`StripedCounter`]), per-user counts
+//! ([`PerUserCounts`]) and a table of hashed locks ([`LockTable`]).
 //!
 //! Every other module takes its atomics from here. Under `--cfg loom` they come from loom,
 //! so the models (here and in `dentry`, `name`, `walk`, `file`, `mount`) explore every
@@ -624,6 +624,79 @@ impl UsageCounter {
 impl std::fmt::Debug for UsageCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "UsageCounter({}/{:?})", self.used(), self.max)
+    }
+}
+
+/// Per-user counts against one limit (a mount's open files per user, a file system's
+/// inodes per owner), for limits that stop one user from exhausting what all share. Root
+/// is never refused: as Linux's quota code ignores hard limits for `CAP_SYS_RESOURCE`
+/// and `alloc_empty_file` lets `CAP_SYS_ADMIN` past `file-max`, the caller says whether
+/// to enforce. The counts are sharded by uid behind padded mutexes (each a leaf lock held
+/// for one map operation), so users do not contend with each other.
+pub struct PerUserCounts {
+    limit: u64,
+    shards: Box<[CachePadded<UserShard>]>,
+}
+
+/// Counts of the users whose uids fall in one shard.
+type UserShard = parking_lot::Mutex<std::collections::HashMap<u32, u64>>;
+
+impl PerUserCounts {
+    /// Counts at zero, each user allowed `limit`.
+    pub fn new(limit: u64) -> PerUserCounts {
+        PerUserCounts {
+            limit,
+            shards: (0..16)
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, uid: u32) -> &UserShard {
+        &self.shards[uid as usize % self.shards.len()]
+    }
+
+    /// Counts one more for `uid`; with `enforce`, only if that stays within the limit
+    /// (`false`, nothing counted, otherwise).
+    pub fn charge(&self, uid: u32, enforce: bool) -> bool {
+        let mut m = self.shard(uid).lock();
+        let n = m.entry(uid).or_insert(0);
+        if enforce && *n >= self.limit {
+            if *n == 0 {
+                m.remove(&uid);
+            }
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    /// Gives back one counted for `uid` before.
+    pub fn uncharge(&self, uid: u32) {
+        let mut m = self.shard(uid).lock();
+        match m.get_mut(&uid) {
+            Some(n) if *n > 1 => *n -= 1,
+            Some(_) => {
+                m.remove(&uid);
+            }
+            None => debug_assert!(false, "uncharged uid {uid} more than was charged"),
+        }
+    }
+
+    /// What `uid` holds.
+    pub fn count(&self, uid: u32) -> u64 {
+        self.shard(uid).lock().get(&uid).copied().unwrap_or(0)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+}
+
+impl std::fmt::Debug for PerUserCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PerUserCounts(limit {})", self.limit)
     }
 }
 

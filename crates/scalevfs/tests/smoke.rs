@@ -569,3 +569,66 @@ fn path_cache_answers_and_mounts_take_effect() {
     p.umount("/a").unwrap();
     assert!(p.stat("/a/f").is_ok());
 }
+
+/// A handle is an open description with no number: every descriptor call takes it, no
+/// table's limit applies to it, cloning it shares the description (like `dup`), and
+/// dropping the last one closes it (an unlinked file's space comes back, the mount can go).
+#[test]
+fn handles_work_like_descriptors_without_a_table() {
+    let vfs = Vfs::new(MemFs::new(MemFsOptions {
+        max_bytes: Some(1 << 20),
+        ..Default::default()
+    }));
+    let p = vfs.process(Creds::root());
+    p.mkdir("/m", 0o755).unwrap();
+    p.mount("/m", MemFs::new(MemFsOptions::default())).unwrap();
+    let dir = p
+        .openat_handle(Fd::CWD, "/m", OFlags::PATH | OFlags::DIRECTORY, 0)
+        .unwrap();
+    p.mkdirat(&dir, "d", 0o755).unwrap();
+    let h = p
+        .openat_handle(&dir, "d/f", OFlags::RDWR | OFlags::CREAT, 0o644)
+        .unwrap();
+    assert_eq!(p.write(&h, b"hello"), Ok(5));
+    let h2 = h.clone();
+    assert_eq!(
+        p.lseek(&h2, 0, Whence::Cur),
+        Ok(5),
+        "a clone shares the position"
+    );
+    assert_eq!(p.pread(&h2, &mut [0u8; 5], 0), Ok(5));
+    assert_eq!(p.fstat(&h).unwrap().size, 5);
+    drop(h);
+    assert_eq!(p.fstat(&h2).unwrap().size, 5, "the clone keeps it open");
+    // The mount is in use while a handle on it lives.
+    assert_eq!(p.umount("/m"), Err(Errno::EBUSY));
+    drop((dir, h2));
+    p.umount("/m").unwrap();
+
+    // No descriptor slot is taken, so a full table does not stop a handle.
+    let fd = p.open("/", OFlags::PATH, 0).unwrap();
+    while p.dup(fd).is_ok() {}
+    assert_eq!(p.open("/", OFlags::PATH, 0), Err(Errno::EMFILE));
+    let h = p
+        .openat_handle(Fd::CWD, "/big", OFlags::RDWR | OFlags::CREAT, 0o644)
+        .unwrap();
+    let ro = p.reopen_handle(&h, OFlags::RDONLY).unwrap();
+    p.write(&h, &[1u8; 10000]).unwrap();
+    p.unlink("/big").unwrap();
+    assert_eq!(p.write(&ro, b"x"), Err(Errno::EBADF), "reopened read-only");
+    let st = p.statfs("/").unwrap();
+    assert_eq!(st.blocks - st.bfree, 3);
+    drop(h);
+    assert_eq!(
+        p.read(&ro, &mut [0u8; 4]),
+        Ok(4),
+        "still open through the reopen"
+    );
+    drop(ro);
+    let st = p.statfs("/").unwrap();
+    assert_eq!(
+        st.blocks - st.bfree,
+        0,
+        "the last handle freed the unlinked file"
+    );
+}

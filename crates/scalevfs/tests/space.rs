@@ -6,6 +6,7 @@
 use proptest::prelude::*;
 use scalevfs::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 const PAGE: u64 = 4096;
 const MIB: u64 = 1 << 20;
@@ -317,5 +318,113 @@ proptest! {
         }
         prop_assert_eq!(used(&p), 0);
         prop_assert_eq!(p.statfs("/").unwrap().ffree + 1, p.statfs("/").unwrap().files);
+    }
+}
+
+/// A file system with a per-user inode limit of `n`, and root's process on it.
+fn quota(n: u64) -> (Arc<MemFs>, Arc<Vfs>, Process) {
+    let fs = MemFs::new(MemFsOptions {
+        max_inodes_per_user: Some(n),
+        ..Default::default()
+    });
+    let vfs = Vfs::new(fs.clone());
+    let root = vfs.process(Creds::root());
+    (fs, vfs, root)
+}
+
+/// Per-user inode limits (tmpfs's `usrquota_inode_hardlimit`): a user past the limit gets
+/// `EDQUOT` from every call that makes an inode, and nothing is created; a hard link makes
+/// none; an unlinked file counts until its last close; `chown` moves the count; root and
+/// other users are never stopped by one user's count.
+#[test]
+fn per_user_inode_limit() {
+    let (fs, vfs, root) = quota(3);
+    root.mkdir("/pub", 0o755).unwrap();
+    root.chmod("/pub", 0o1777).unwrap();
+    let u = vfs.process(Creds::user(1000, 1000, vec![]));
+    for i in 0..3 {
+        u.write_file(format!("/pub/f{i}"), b"x").unwrap();
+    }
+    assert_eq!(fs.inodes_of(1000), 3);
+    let before = root.statfs("/").unwrap().ffree;
+    assert_eq!(
+        u.open("/pub/g", OFlags::WRONLY | OFlags::CREAT, 0o644),
+        Err(Errno::EDQUOT)
+    );
+    assert_eq!(u.mkdir("/pub/d", 0o755), Err(Errno::EDQUOT));
+    assert_eq!(u.symlink("f0", "/pub/s"), Err(Errno::EDQUOT));
+    assert_eq!(
+        u.mknodat(Fd::CWD, "/pub/p", mode::S_IFIFO | 0o644, 0),
+        Err(Errno::EDQUOT)
+    );
+    assert_eq!(
+        u.open("/pub", OFlags::TMPFILE | OFlags::RDWR, 0o644),
+        Err(Errno::EDQUOT)
+    );
+    assert_eq!(u.stat("/pub/g"), Err(Errno::ENOENT), "nothing was created");
+    assert_eq!(root.statfs("/").unwrap().ffree, before, "nor counted");
+    u.link("/pub/f0", "/pub/hard").unwrap();
+    // Others are not stopped.
+    let v = vfs.process(Creds::user(1001, 1001, vec![]));
+    v.write_file("/pub/v", b"x").unwrap();
+    root.write_file("/pub/r", b"x").unwrap();
+    // An unlinked file counts until its last close.
+    let fd = u.open("/pub/f1", OFlags::RDONLY, 0).unwrap();
+    u.unlink("/pub/f1").unwrap();
+    assert_eq!(u.mkdir("/pub/d", 0o755), Err(Errno::EDQUOT));
+    u.close(fd).unwrap();
+    assert_eq!(fs.inodes_of(1000), 2);
+    u.mkdir("/pub/d", 0o755).unwrap();
+    // chown moves the count, past the limit if root says so; root gives it back.
+    root.chown("/pub/r", Some(1000), None).unwrap();
+    // Root's count: /pub only.
+    assert_eq!((fs.inodes_of(1000), fs.inodes_of(0)), (4, 1));
+    assert_eq!(u.mkdir("/pub/e", 0o755), Err(Errno::EDQUOT));
+    root.chown("/pub/r", Some(1001), None).unwrap();
+    assert_eq!((fs.inodes_of(1000), fs.inodes_of(1001)), (3, 2));
+    // A rename over a file evicts the victim and gives its count back.
+    v.rename("/pub/r", "/pub/v").unwrap();
+    assert_eq!(fs.inodes_of(1001), 1);
+    // Removing everything leaves nothing counted.
+    for name in ["f0", "hard", "f2", "v"] {
+        root.unlink(format!("/pub/{name}")).unwrap();
+    }
+    root.rmdir("/pub/d").unwrap();
+    assert_eq!((fs.inodes_of(1000), fs.inodes_of(1001)), (0, 0));
+}
+
+/// `chown` racing with the eviction of the same inode gives every count back exactly once:
+/// at the end, with everything removed, no user has any inode counted.
+#[test]
+fn chown_racing_eviction_counts_once() {
+    let (fs, vfs, root) = quota(1 << 20);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let rounds = if cfg!(miri) { 20 } else { 100_000 };
+    std::thread::scope(|s| {
+        let chowner = vfs.process(Creds::root());
+        let stop = &stop;
+        s.spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i = i.wrapping_add(1);
+                let _ = chowner.chown("/f", Some(2000 + i % 3), None);
+                if let Ok(fd) = chowner.open("/f", OFlags::PATH, 0) {
+                    let _ = chowner.fchown(fd, Some(2000 + (i + 1) % 3), None);
+                    chowner.close(fd).unwrap();
+                }
+            }
+        });
+        for _ in 0..rounds {
+            let fd = root
+                .open("/f", OFlags::RDWR | OFlags::CREAT, 0o644)
+                .unwrap();
+            root.fchown(fd, Some(2000), None).unwrap();
+            root.unlink("/f").unwrap();
+            root.close(fd).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    for uid in [0, 2000, 2001, 2002] {
+        assert_eq!(fs.inodes_of(uid), 0, "uid {uid}");
     }
 }
