@@ -4,10 +4,12 @@
 #   1. one unprivileged process (uid 65534) holds N opens of one file; root must still
 #      open, list and create;
 #   2. root creates N empty files in one directory (timed), then removes them.
-# Needs root and /dev/fuse. Usage: bash scripts/fuse-flood.sh [N]   (default 1048576)
+# Needs root and /dev/fuse. Usage: bash scripts/fuse-flood.sh [N [C]]   (N opens, default
+# 1048576; C files, default N)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-1048576}"
+C="${2:-$N}"
 TARGET="${CARGO_TARGET_DIR:-$(pwd)/target}"
 cargo build --release -q -p scalevfs-cli
 BIN="$TARGET/release/scalevfs"
@@ -39,38 +41,52 @@ for dir in "$M" "$T"; do
     echo x >"$dir/shared"
     chmod 644 "$dir/shared"
     echo "server RSS at start: $(rss)"
-    # 1. nobody holds N opens of one file, in one process (its descriptor limit raised).
-    mkfifo "$W/go"
-    (
-        ulimit -n $((N + 64))
-        exec setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" -c '
+    # 1. nobody holds N opens of one file, in as many processes as its descriptor limit
+    #    needs (uid 65534's files are all counted by the mount as one user's).
+    PER=$(( $(ulimit -Hn) - 64 ))
+    K=$(( (N + PER - 1) / PER ))
+    rm -f "$W/go"
+    HOLDERS=()
+    for k in $(seq 0 $((K - 1))); do
+        share=$(( k < K - 1 ? PER : N - PER * (K - 1) ))
+        (
+            ulimit -n "$(ulimit -Hn)"
+            exec setpriv --reuid=65534 --regid=65534 --clear-groups "$PY" -c '
 import os, sys, time
 n, path, go = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 fds = []
-t = time.time()
 try:
     for _ in range(n):
         fds.append(os.open(path, os.O_RDONLY))
 except OSError as e:
-    print(f"nobody: open {len(fds)} failed: {e}", flush=True)
-print(f"nobody: holds {len(fds)} opens ({time.time() - t:.1f} s)", flush=True)
-open(go).read()
-' "$N" "$dir/shared" "$W/go"
-    ) &
-    HOLDER=$!
-    for _ in $(seq 6000); do
-        [ "$(ls /proc/$HOLDER/fd 2>/dev/null | wc -l)" -ge "$N" ] && break
-        sleep 0.1
+    print(f"open {len(fds) + 1} failed: {e}", flush=True)
+print(f"holds {len(fds)}", flush=True)
+while not os.path.exists(go):
+    time.sleep(0.2)
+' "$share" "$dir/shared" "$W/go"
+        ) >"$W/holder.$k" 2>&1 &
+        HOLDERS+=($!)
     done
+    t0=$SECONDS
+    for k in $(seq 0 $((K - 1))); do
+        until grep -q "holds" "$W/holder.$k" 2>/dev/null; do
+            kill -0 "${HOLDERS[$k]}" 2>/dev/null || break
+            sleep 0.2
+        done
+    done
+    held=$(cat "$W"/holder.* | awk '/^holds/ {s += $2} END {print s}')
+    echo "nobody: $K processes hold $held opens ($((SECONDS - t0)) s);" \
+        "errors: $(cat "$W"/holder.* | grep -c failed || true)"
+    cat "$W"/holder.* | grep failed | sort | uniq -c | head -3 || true
     echo "server RSS with nobody's opens held: $(rss)"
     cat "$dir/shared" >/dev/null && ls "$dir" >/dev/null && touch "$dir/root-touch" &&
         echo "root: cat, ls and touch work" || echo "root: LOCKED OUT"
-    echo >"$W/go"
-    wait "$HOLDER"
-    rm -f "$W/go" "$dir/root-touch"
+    touch "$W/go"
+    wait "${HOLDERS[@]}" || true
+    rm -f "$W/go" "$W"/holder.* "$dir/root-touch"
     sleep 1
     echo "server RSS after nobody's close: $(rss)"
-    # 2. root creates N files, then removes them.
+    # 2. root creates C files, then removes them.
     mkdir "$dir/many"
     "$PY" -c '
 import os, sys, time
@@ -79,8 +95,8 @@ t = time.time()
 for i in range(n):
     os.close(os.open(f"{d}/f{i}", os.O_CREAT | os.O_WRONLY, 0o644))
 print(f"root: created {n} files in {time.time() - t:.1f} s", flush=True)
-' "$N" "$dir/many"
-    echo "server RSS with $N files: $(rss)"
+' "$C" "$dir/many"
+    echo "server RSS with $C files: $(rss)"
     "$PY" -c '
 import shutil, sys, time
 t = time.time()
