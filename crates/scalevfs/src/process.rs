@@ -537,10 +537,7 @@ impl Process {
         if path.is_empty() {
             return self.empty_path(dirfd, flags, |f| Ok(f.inode.stat(f.mnt.dev())));
         }
-        let wf = Flags {
-            follow: !flags.contains(AtFlags::SYMLINK_NOFOLLOW),
-            parent: false,
-        };
+        let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
         self.at(dirfd, path, |cx, start| {
             Self::with_final(cx, start, path, hash, wf.follow, |i, dev| {
                 Ok(StatOf(i.stat(dev)))
@@ -605,11 +602,7 @@ impl Process {
                     return r;
                 }
             }
-            let wf = Flags {
-                follow,
-                parent: false,
-            };
-            let w = start.walk(cx, path, wf, locked)?;
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
             let p = w.pos();
             let r = f(p.inode()?, p.mnt.dev())?;
             w.validate(cx)?;
@@ -704,10 +697,7 @@ impl Process {
         if path.is_empty() {
             return self.empty_path(dirfd, flags, |f| f.inode.permission(creds, mode));
         }
-        let wf = Flags {
-            follow: !flags.contains(AtFlags::SYMLINK_NOFOLLOW),
-            parent: false,
-        };
+        let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
         self.at(dirfd, path, |cx, start| {
             let creds_id = if std::ptr::eq(creds, cx.creds) {
                 cx.creds_id
@@ -923,15 +913,7 @@ impl Process {
         follow: bool,
     ) -> Result<(Pos<'g>, MountHold<'g>)> {
         retry(|locked| {
-            let w = start.walk(
-                cx,
-                path,
-                Flags {
-                    follow,
-                    parent: false,
-                },
-                locked,
-            )?;
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
             let h = w.hold(cx)?;
             Ok((w.pos(), h))
         })
@@ -946,15 +928,7 @@ impl Process {
         follow: bool,
     ) -> Result<Pos<'g>> {
         retry(|locked| {
-            let w = start.walk(
-                cx,
-                path,
-                Flags {
-                    follow,
-                    parent: false,
-                },
-                locked,
-            )?;
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
             w.validate(cx)?;
             Ok(w.pos())
         })
@@ -1164,10 +1138,7 @@ impl Process {
         path: &[u8],
         flags: OFlags,
     ) -> Result<OpenFile> {
-        let wf = Flags {
-            follow: !flags.contains(OFlags::NOFOLLOW),
-            parent: false,
-        };
+        let wf = Flags::object(!flags.contains(OFlags::NOFOLLOW));
         if cx.vfs.check_mode() {
             // Check mode covers open's walk: `with_walk` compares fast and locked.
             let _ = with_walk(cx.vfs, |locked| {
@@ -2627,15 +2598,7 @@ impl Process {
         }
         let loc = self.at(Fd::CWD, path, |cx, start| {
             retry(|locked| {
-                let w = start.walk(
-                    cx,
-                    path,
-                    Flags {
-                        follow: true,
-                        parent: false,
-                    },
-                    locked,
-                )?;
+                let w = start.walk(cx, path, Flags::object(true), locked)?;
                 let p = w.pos();
                 let i = p.inode()?;
                 if !i.is_dir() {

@@ -149,6 +149,16 @@ pub(crate) struct Flags {
     pub parent: bool,
 }
 
+impl Flags {
+    /// A walk to the object the path names (following a final symlink if `follow`).
+    pub fn object(follow: bool) -> Flags {
+        Flags {
+            follow,
+            parent: false,
+        }
+    }
+}
+
 /// What a walk found.
 pub(crate) enum Found<'a, 'g> {
     /// The object the path names.
