@@ -20,10 +20,13 @@
 //!   descriptor taken from the table stays open for the request that uses it.
 //! - With no `FUSE_DONT_MASK`, it applies the caller's umask to `mknod`, `mkdir` and
 //!   `create` modes itself; the engine process's umask is 0.
-//! - With atomic `O_TRUNC` and `FUSE_HANDLE_KILLPRIV_V2` negotiated, truncation on open and
-//!   the clearing of set-id bits on write, truncate and chown are left to the engine (which
-//!   does them as Linux does), instead of arriving as `setattr` calls from the caller, who
-//!   may not be allowed to `chmod`.
+//! - With `FUSE_HANDLE_KILLPRIV_V2` negotiated, the clearing of set-id bits on write,
+//!   truncate and chown is left to the engine (which does it as Linux does), instead of
+//!   arriving as `setattr` calls from the caller, who may not be allowed to `chmod`.
+//! - Without atomic `O_TRUNC`, `open(O_TRUNC)` of an existing file arrives as `open`
+//!   without the flag, then a `setattr` of size 0 with no file handle, after the kernel
+//!   has taken write access (`ETXTBSY` for a running executable); the server truncates
+//!   through a fresh write-only reopen as the caller, which checks write permission.
 //!
 //! # Lock order
 //! ```text
@@ -358,7 +361,10 @@ impl ScaleFs {
 impl Filesystem for ScaleFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Each is optional; the kernel refuses what it does not have.
-        let _ = config.add_capabilities(InitFlags::FUSE_ATOMIC_O_TRUNC);
+        // Not `FUSE_ATOMIC_O_TRUNC`: with it the kernel sends `O_TRUNC` inside `open` before
+        // it checks write access (`handle_truncate`), so `open(O_RDONLY | O_TRUNC)` of a
+        // running executable would empty it here and then fail with `ETXTBSY`. Without it,
+        // the truncation arrives as a `setattr` after the kernel's check.
         if config
             .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_err()

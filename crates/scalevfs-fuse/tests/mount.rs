@@ -410,6 +410,36 @@ fn as_nobody<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// A fresh host tmpfs, the reference a test compares the mount with; unmounted on drop.
+struct HostTmpfs(PathBuf);
+
+impl HostTmpfs {
+    /// `None` (with a message) when tmpfs cannot be mounted here (not root).
+    fn mount(name: &str) -> Option<HostTmpfs> {
+        let dir =
+            std::env::temp_dir().join(format!("scalevfs-tmpfs-{}-{name}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = fs::remove_dir(&dir);
+            eprintln!("skipping {name}: cannot mount tmpfs");
+            return None;
+        }
+        Some(HostTmpfs(dir))
+    }
+}
+
+impl Drop for HostTmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = fs::remove_dir(&self.0);
+    }
+}
+
 const NOBODY: u32 = 65534;
 const ENFILE: i32 = 23;
 const EDQUOT: i32 = 122;
@@ -499,17 +529,10 @@ fn other_users_get_the_kernels_permission_order() {
     let Some(m) = mount("perm-order", true) else {
         return;
     };
-    let tmp = std::env::temp_dir().join(format!("scalevfs-tmpfs-{}", std::process::id()));
-    fs::create_dir_all(&tmp).unwrap();
-    let ok = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "tmpfs"])
-        .arg(&tmp)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipping other_users_get_the_kernels_permission_order: cannot mount tmpfs");
+    let Some(tmpfs) = HostTmpfs::mount("perm-order") else {
         return;
-    }
+    };
+    let tmp = tmpfs.0.clone();
     let build = |root: &Path| {
         for (d, mode) in [("a", 0o700), ("w", 0o755), ("b", 0o755), ("s", 0o1777)] {
             fs::create_dir(root.join(d)).unwrap();
@@ -570,8 +593,56 @@ fn other_users_get_the_kernels_permission_order() {
     build(&tmp);
     let fuse = as_nobody(|| run(&m.dir));
     let kernel = as_nobody(|| run(&tmp));
-    let _ = std::process::Command::new("umount").arg(&tmp).status();
-    let _ = fs::remove_dir(&tmp);
+    drop(tmpfs);
     assert_eq!(fuse, kernel, "through FUSE (left) against tmpfs (right)");
     m.unmount().unwrap();
 }
+
+/// A running executable cannot be truncated, and a refused truncation changes nothing:
+/// `open(O_RDONLY | O_TRUNC)` and `open(O_WRONLY)` of it fail with `ETXTBSY` and leave its
+/// size, as on tmpfs. (With atomic `O_TRUNC` negotiated, the kernel sent the truncation
+/// inside `open` before its own write-access check: the server emptied the file, the
+/// kernel then said `ETXTBSY`, and the program died of `SIGSEGV` when it next paged in.)
+#[test]
+fn a_running_executable_is_not_truncated() {
+    if !is_root() {
+        eprintln!("skipping a_running_executable_is_not_truncated: needs root");
+        return;
+    }
+    let Some(m) = mount("etxtbsy", false) else {
+        return;
+    };
+    let Some(tmpfs) = HostTmpfs::mount("etxtbsy") else {
+        return;
+    };
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("a sleep binary");
+    let run = |root: &Path| -> (i32, i32, u64, u64) {
+        let exe = root.join("sleep");
+        fs::copy(sleep, &exe).unwrap();
+        fs::set_permissions(&exe, fs::Permissions::from_mode(0o755)).unwrap();
+        let size = fs::metadata(&exe).unwrap().len();
+        let mut child = std::process::Command::new(&exe).arg("30").spawn().unwrap();
+        let trunc = errno_of(
+            fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::fcntl::OFlag::O_TRUNC.bits())
+                .open(&exe),
+        );
+        let write = errno_of(fs::OpenOptions::new().write(true).open(&exe));
+        let after = fs::metadata(&exe).unwrap().len();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        (trunc, write, size, after)
+    };
+    let fuse = run(&m.dir);
+    let kernel = run(&tmpfs.0);
+    assert_eq!(kernel.0, ETXTBSY, "tmpfs: {kernel:?}");
+    assert_eq!(fuse, kernel, "through FUSE (left) against tmpfs (right)");
+    drop(tmpfs);
+    m.unmount().unwrap();
+}
+
+const ETXTBSY: i32 = 26;
