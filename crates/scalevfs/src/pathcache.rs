@@ -49,7 +49,8 @@ use std::cell::RefCell;
 /// Slots per thread. Enough for a working set of hot paths; a direct-mapped miss costs one
 /// ordinary walk.
 const SLOTS: usize = 256;
-/// Longest path cached: any valid path (the copy is made once, on insertion).
+/// Every path cached is shorter than this: callers pass only paths that passed the
+/// `ENAMETOOLONG` check (the copy is made once, on insertion).
 const MAX_PATH: usize = crate::types::limits::PATH_MAX;
 /// Ghost slots per thread: the tags of recent misses that were not admitted.
 const GHOST_SLOTS: usize = 1024;
@@ -138,9 +139,7 @@ impl Hit {
 /// `mount_seq` are the current values, read by the caller under its epoch guard.
 #[inline]
 pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64) -> Option<Hit> {
-    if path.len() > MAX_PATH {
-        return None;
-    }
+    debug_assert!(path.len() < MAX_PATH, "callers check the length first");
     TABLE
         .try_with(|t| {
             let t = t.borrow();
@@ -182,9 +181,7 @@ pub(crate) fn insert(
     seq: u64,
 ) {
     debug_assert_eq!(hash, path_hash(path));
-    if path.len() > MAX_PATH {
-        return;
-    }
+    debug_assert!(path.len() < MAX_PATH, "callers check the length first");
     let occupied = TABLE
         .try_with(|t| t.borrow()[(hash as usize) % SLOTS].is_some())
         .unwrap_or(true);
@@ -263,9 +260,119 @@ pub fn clear_thread_cache() {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::{ghost, thread_stats, PathCacheStats, SLOTS};
     use crate::dentry::RcuLookup;
-    use crate::name::scan;
+    use crate::name::{path_hash, scan};
     use crate::{Creds, Errno, Vfs};
+
+    /// Runs `f` on a new thread, whose path cache and counters start empty.
+    fn on_fresh_thread(f: impl FnOnce() + Send) {
+        std::thread::scope(|s| s.spawn(f).join().unwrap());
+    }
+
+    /// The counters `f` moved on this thread.
+    fn counted(f: impl FnOnce()) -> PathCacheStats {
+        let a = thread_stats();
+        f();
+        let b = thread_stats();
+        PathCacheStats {
+            hits: b.hits - a.hits,
+            misses: b.misses - a.misses,
+            inserts: b.inserts - a.inserts,
+        }
+    }
+
+    fn stats(hits: u64, misses: u64, inserts: u64) -> PathCacheStats {
+        PathCacheStats {
+            hits,
+            misses,
+            inserts,
+        }
+    }
+
+    /// Each probe counts one hit or one miss, and each walk recorded one insert; a path
+    /// cached once answers from then on; `clear_thread_cache` empties the table.
+    #[test]
+    fn probes_are_counted_and_clearing_empties_the_table() {
+        let vfs = Vfs::new_memfs();
+        vfs.process(Creds::root()).write_file("/f", b"x").unwrap();
+        on_fresh_thread(|| {
+            let p = vfs.process(Creds::root());
+            // An empty slot takes the walk at its first miss.
+            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(0, 1, 1));
+            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(1, 0, 0));
+            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(1, 0, 0));
+            super::clear_thread_cache();
+            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(0, 1, 1));
+            // Errors are never cached.
+            assert_eq!(
+                counted(|| assert!(p.stat("/none").is_err())),
+                stats(0, 1, 0)
+            );
+            assert_eq!(
+                counted(|| assert!(p.stat("/none").is_err())),
+                stats(0, 1, 0)
+            );
+        });
+    }
+
+    /// Admission: a walk that would evict another path's entry is recorded only at its
+    /// second recent miss, and a third path's miss (another ghost) does not count for it.
+    #[test]
+    fn a_path_that_would_evict_is_admitted_at_its_second_miss() {
+        // Four names in one table slot (not the root's): `a` takes the slot, `b` and `c`
+        // compete for it. `b`'s ghost tag is even (so a tag that dropped its low bit would
+        // be the empty ghost) and `c` has another ghost slot than `b`.
+        let named: Vec<(String, u64)> = (0..4096)
+            .map(|i| {
+                let n = format!("n{i}");
+                let h = path_hash(format!("/{n}").as_bytes());
+                (n, h)
+            })
+            .collect();
+        let slot = |h: u64| h as usize % SLOTS;
+        let root_slot = slot(path_hash(b"/"));
+        let (a, b, c) = named
+            .iter()
+            .filter(|(_, h)| slot(*h) != root_slot)
+            .find_map(|(a, ha)| {
+                let same: Vec<&(String, u64)> = named
+                    .iter()
+                    .filter(|(n, h)| n != a && slot(*h) == slot(*ha))
+                    .collect();
+                let (b, hb) = same.iter().find(|(_, h)| (h >> 32) % 2 == 0)?;
+                let (c, _) = same
+                    .iter()
+                    .find(|(c, h)| c != b && ghost(*h).0 != ghost(*hb).0)?;
+                Some((a.clone(), b.clone(), c.clone()))
+            })
+            .expect("names sharing a slot");
+        let vfs = Vfs::new_memfs();
+        for n in [&a, &b, &c] {
+            vfs.process(Creds::root())
+                .write_file(format!("/{n}"), b"x")
+                .unwrap();
+        }
+        on_fresh_thread(|| {
+            let p = vfs.process(Creds::root());
+            let stat = |n: &str| counted(|| assert!(p.stat(format!("/{n}")).is_ok()));
+            assert_eq!(stat(&a), stats(0, 1, 1), "an empty slot admits at once");
+            assert_eq!(
+                stat(&b),
+                stats(0, 1, 0),
+                "b's first miss only leaves a ghost"
+            );
+            assert_eq!(stat(&c), stats(0, 1, 0), "b's ghost does not admit c");
+            assert_eq!(stat(&a), stats(1, 0, 0), "a was not evicted");
+            assert_eq!(stat(&b), stats(0, 1, 1), "b's second miss is admitted");
+            assert_eq!(stat(&b), stats(1, 0, 0));
+            assert_eq!(
+                stat(&a),
+                stats(0, 1, 0),
+                "a, evicted, starts over with a ghost"
+            );
+        });
+    }
 
     /// Issue 8, defect 8: entries kept a 32-bit dentry count. A file rename bumps only the
     /// renamed dentry's count, so an entry left unused while its dentry passed 2^31 more
