@@ -13,7 +13,7 @@
 //! or the one user who mounted it) is served fully in parallel, and mixed users take turns.
 //! While a request of another identity waits, newcomers of the current identity wait too,
 //! so no identity starves. Requests that do not consult credentials (getattr, readlink,
-//! read, lseek, readdir, flush, fsync, release, releasedir, statfs, forget) do not pass the
+//! read, lseek, readdir, fsync, release, releasedir, statfs, forget) do not pass the
 //! gate.
 //!
 //! An engine change would remove the turn-taking: several `Process` values sharing one

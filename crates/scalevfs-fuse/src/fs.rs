@@ -20,6 +20,9 @@
 //!   descriptor taken from the table stays open for the request that uses it.
 //! - With no `FUSE_DONT_MASK`, it applies the caller's umask to `mknod`, `mkdir` and
 //!   `create` modes itself; the engine process's umask is 0.
+//! - `flush` is not implemented: fuser answers `ENOSYS`, and the kernel then stops
+//!   sending it (`no_flush`), which saves a round trip on every `close`. The engine has no
+//!   per-close work (no record locks yet, no write-back); `release` closes the handle.
 //! - With `FUSE_HANDLE_KILLPRIV_V2` negotiated, the clearing of set-id bits on write,
 //!   truncate and chown is left to the engine (which does it as Linux does), instead of
 //!   arriving as `setattr` calls from the caller, who may not be allowed to `chmod`.
@@ -626,17 +629,6 @@ impl Filesystem for ScaleFs {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(e),
         }
-    }
-
-    fn flush(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok();
     }
 
     fn release(

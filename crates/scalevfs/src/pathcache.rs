@@ -317,13 +317,19 @@ mod tests {
     }
 
     /// Admission: a walk that would evict another path's entry is recorded only at its
-    /// second recent miss, and a third path's miss (another ghost) does not count for it.
+    /// second recent miss; another path's miss, in another ghost slot or in the same slot
+    /// with another tag, does not count for it.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "searches 16k hashes for colliding names; no unsafe code"
+    )]
     fn a_path_that_would_evict_is_admitted_at_its_second_miss() {
-        // Four names in one table slot (not the root's): `a` takes the slot, `b` and `c`
-        // compete for it. `b`'s ghost tag is even (so a tag that dropped its low bit would
-        // be the empty ghost) and `c` has another ghost slot than `b`.
-        let named: Vec<(String, u64)> = (0..4096)
+        // Four names in one table slot (not the root's): `a` takes the slot, `b`, `c` and
+        // `d` compete for it. `d` has `b`'s ghost slot and another tag; `a` and `c` have
+        // ghost slots of their own. `b`'s tag is even, so a tag that lost its low bit
+        // would be the empty ghost.
+        let named: Vec<(String, u64)> = (0..16384)
             .map(|i| {
                 let n = format!("n{i}");
                 let h = path_hash(format!("/{n}").as_bytes());
@@ -332,23 +338,37 @@ mod tests {
             .collect();
         let slot = |h: u64| h as usize % SLOTS;
         let root_slot = slot(path_hash(b"/"));
-        let (a, b, c) = named
-            .iter()
-            .filter(|(_, h)| slot(*h) != root_slot)
-            .find_map(|(a, ha)| {
-                let same: Vec<&(String, u64)> = named
+        let pick = || {
+            for (b, hb) in named.iter().filter(|(_, h)| (h >> 32) % 2 == 0) {
+                let (ib, tb) = ghost(*hb);
+                if slot(*hb) == root_slot {
+                    continue;
+                }
+                let same = |h: u64| slot(h) == slot(*hb);
+                let Some((d, _)) = named
                     .iter()
-                    .filter(|(n, h)| n != a && slot(*h) == slot(*ha))
-                    .collect();
-                let (b, hb) = same.iter().find(|(_, h)| (h >> 32) % 2 == 0)?;
-                let (c, _) = same
+                    .find(|(_, h)| same(*h) && ghost(*h).0 == ib && ghost(*h).1 != tb)
+                else {
+                    continue;
+                };
+                let Some((c, hc)) = named.iter().find(|(_, h)| same(*h) && ghost(*h).0 != ib)
+                else {
+                    continue;
+                };
+                let ic = ghost(*hc).0;
+                let Some((a, _)) = named
                     .iter()
-                    .find(|(c, h)| c != b && ghost(*h).0 != ghost(*hb).0)?;
-                Some((a.clone(), b.clone(), c.clone()))
-            })
-            .expect("names sharing a slot");
+                    .find(|(_, h)| same(*h) && ![ib, ic].contains(&ghost(*h).0))
+                else {
+                    continue;
+                };
+                return (a.clone(), b.clone(), c.clone(), d.clone());
+            }
+            panic!("no names share a slot so");
+        };
+        let (a, b, c, d) = pick();
         let vfs = Vfs::new_memfs();
-        for n in [&a, &b, &c] {
+        for n in [&a, &b, &c, &d] {
             vfs.process(Creds::root())
                 .write_file(format!("/{n}"), b"x")
                 .unwrap();
@@ -367,10 +387,17 @@ mod tests {
             assert_eq!(stat(&b), stats(0, 1, 1), "b's second miss is admitted");
             assert_eq!(stat(&b), stats(1, 0, 0));
             assert_eq!(
+                stat(&d),
+                stats(0, 1, 0),
+                "d leaves its tag in b's ghost slot"
+            );
+            assert_eq!(
                 stat(&a),
                 stats(0, 1, 0),
                 "a, evicted, starts over with a ghost"
             );
+            assert_eq!(stat(&a), stats(0, 1, 1));
+            assert_eq!(stat(&b), stats(0, 1, 0), "d's tag does not admit b");
         });
     }
 
