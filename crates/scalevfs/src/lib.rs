@@ -26,6 +26,7 @@
 mod dentry;
 mod errno;
 mod file;
+pub mod icache;
 mod inode;
 mod memfs;
 mod mount;
