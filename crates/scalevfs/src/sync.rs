@@ -163,14 +163,6 @@ impl SeqCount {
         debug_assert!(prev & 1 == 1, "seqcount write_end without write_begin");
     }
 
-    /// Marks a change without storing anything under it (for example, "this name was
-    /// reused"): invalidates every reader that sampled the count before.
-    #[inline]
-    pub fn bump(&self) {
-        self.write_begin();
-        self.write_end();
-    }
-
     /// Moves the count on by `n` write sections at once (tests of what a reader that kept
     /// an old sample sees after many writes).
     #[cfg(test)]
