@@ -433,6 +433,18 @@ impl HostTmpfs {
     }
 }
 
+/// A fresh mount and a fresh host tmpfs beside it, for a test that compares the two; `None`
+/// (with a message) unless this machine can make both as root.
+fn with_tmpfs(test: &str, allow_other: bool) -> Option<(Mounted, HostTmpfs)> {
+    if !is_root() {
+        eprintln!("skipping {test}: needs root");
+        return None;
+    }
+    let m = mount(test, allow_other)?;
+    let t = HostTmpfs::mount(test)?;
+    Some((m, t))
+}
+
 impl Drop for HostTmpfs {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount").arg(&self.0).status();
@@ -522,14 +534,7 @@ fn per_user_limits_leave_root_a_way_in() {
 /// the host's tmpfs, with the same tree, returns.
 #[test]
 fn other_users_get_the_kernels_permission_order() {
-    if !is_root() {
-        eprintln!("skipping other_users_get_the_kernels_permission_order: needs root");
-        return;
-    }
-    let Some(m) = mount("perm-order", true) else {
-        return;
-    };
-    let Some(tmpfs) = HostTmpfs::mount("perm-order") else {
+    let Some((m, tmpfs)) = with_tmpfs("other_users_get_the_kernels_permission_order", true) else {
         return;
     };
     let tmp = tmpfs.0.clone();
@@ -605,14 +610,7 @@ fn other_users_get_the_kernels_permission_order() {
 /// kernel then said `ETXTBSY`, and the program died of `SIGSEGV` when it next paged in.)
 #[test]
 fn a_running_executable_is_not_truncated() {
-    if !is_root() {
-        eprintln!("skipping a_running_executable_is_not_truncated: needs root");
-        return;
-    }
-    let Some(m) = mount("etxtbsy", false) else {
-        return;
-    };
-    let Some(tmpfs) = HostTmpfs::mount("etxtbsy") else {
+    let Some((m, tmpfs)) = with_tmpfs("a_running_executable_is_not_truncated", false) else {
         return;
     };
     let sleep = ["/usr/bin/sleep", "/bin/sleep"]
