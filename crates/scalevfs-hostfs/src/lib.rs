@@ -123,7 +123,8 @@ impl HostRoot {
             flags | OFlags::CLOEXEC | OFlags::NOCTTY
         };
         // `open(2)` ignores the mode unless it creates; `openat2` refuses one (`EINVAL`).
-        let mode = if flags.intersects(OFlags::CREATE | OFlags::TMPFILE) {
+        // (`OFlags::TMPFILE` includes `O_DIRECTORY`'s bit: test it whole.)
+        let mode = if flags.contains(OFlags::CREATE) || flags.contains(OFlags::TMPFILE) {
             mode
         } else {
             Mode::empty()
@@ -190,6 +191,7 @@ impl HostRoot {
                     }
                 }
                 name => {
+                    let mut opened = None;
                     match rfs::openat(cur, name, flags | OFlags::NOFOLLOW, mode) {
                         Ok(fd) => {
                             // `O_PATH | O_NOFOLLOW` opens a symlink itself: follow it if asked.
@@ -201,17 +203,27 @@ impl HostRoot {
                                 return Ok(fd);
                             }
                         }
-                        // A symlink, which `open` would follow.
-                        Err(Errno::LOOP) if follow_last => {}
+                        // Perhaps a symlink, which `open` would follow: with `O_NOFOLLOW` the
+                        // kernel refuses one with `ELOOP`, or with `ENOTDIR` under
+                        // `O_DIRECTORY` (its type check comes first).
+                        Err(e @ (Errno::LOOP | Errno::NOTDIR)) if follow_last => {
+                            opened = Some(e);
+                        }
                         Err(e) => return Err(e),
                     }
+                    // Each link followed, and each look again, counts against the limit, so
+                    // a name that keeps changing cannot keep the walk going.
                     links += 1;
                     if links > MAX_SYMLINKS {
                         return Err(Errno::LOOP);
                     }
                     let target = match rfs::readlinkat(cur, name, Vec::new()) {
                         Ok(t) => t,
-                        // Replaced by a non-link meanwhile: walk this component again.
+                        // Not a symlink: `ENOTDIR` was the answer. After `ELOOP`, it was
+                        // replaced by a non-link meanwhile: walk this component again.
+                        Err(Errno::INVAL) if opened == Some(Errno::NOTDIR) => {
+                            return Err(Errno::NOTDIR)
+                        }
                         Err(Errno::INVAL) => {
                             pending.push_front(c);
                             continue;
