@@ -895,6 +895,90 @@ mod loom_models {
         });
     }
 
+    /// The spinning reader's side of both counters (`read_begin_spin`, then `read_retry`),
+    /// as `stat` uses `SeqCount32` for an inode's attributes and the locked rename path
+    /// uses `SeqCount`.
+    trait SpinSeq: Send + Sync + 'static {
+        fn new() -> Self;
+        fn write_begin(&self);
+        fn write_end(&self);
+        fn begin(&self) -> u64;
+        fn retry(&self, start: u64) -> bool;
+    }
+
+    impl SpinSeq for SeqCount {
+        fn new() -> Self {
+            SeqCount::new()
+        }
+        fn write_begin(&self) {
+            SeqCount::write_begin(self)
+        }
+        fn write_end(&self) {
+            SeqCount::write_end(self)
+        }
+        fn begin(&self) -> u64 {
+            self.read_begin_spin()
+        }
+        fn retry(&self, start: u64) -> bool {
+            self.read_retry(start)
+        }
+    }
+
+    impl SpinSeq for SeqCount32 {
+        fn new() -> Self {
+            SeqCount32::new()
+        }
+        fn write_begin(&self) {
+            SeqCount32::write_begin(self)
+        }
+        fn write_end(&self) {
+            SeqCount32::write_end(self)
+        }
+        fn begin(&self) -> u64 {
+            self.read_begin_spin() as u64
+        }
+        fn retry(&self, start: u64) -> bool {
+            self.read_retry(start as u32)
+        }
+    }
+
+    /// A writer stores two fields that must always be equal, twice; a spinning reader that
+    /// passes validation must never see them differ. Returns whether some execution did.
+    fn spin_reader_saw_torn_pair<C: SpinSeq>() -> bool {
+        let torn = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let t = torn.clone();
+        loom::model(move || {
+            let seq = Arc::new(C::new());
+            let a = Arc::new(LAtomicU64::new(0));
+            let b = Arc::new(LAtomicU64::new(0));
+            let w = {
+                let (seq, a, b) = (seq.clone(), a.clone(), b.clone());
+                thread::spawn(move || {
+                    for v in 1..=2 {
+                        seq.write_begin();
+                        a.store(v, Relaxed);
+                        b.store(v, Relaxed);
+                        seq.write_end();
+                    }
+                })
+            };
+            let s = seq.begin();
+            let x = a.load(Relaxed);
+            let y = b.load(Relaxed);
+            if !seq.retry(s) && x != y {
+                t.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            w.join().unwrap();
+        });
+        torn.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    #[test]
+    fn spinning_readers_never_see_a_torn_pair() {
+        assert!(!spin_reader_saw_torn_pair::<SeqCount>(), "SeqCount");
+        assert!(!spin_reader_saw_torn_pair::<SeqCount32>(), "SeqCount32");
+    }
+
     /// The last putter races with a reviver (a lockless reader that found the object under
     /// an epoch guard): the object is destroyed exactly once, and never while the reviver
     /// holds a reference it got.
