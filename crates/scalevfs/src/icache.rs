@@ -17,7 +17,9 @@
 //!   then publishes the value (`LIVE`) or the failure (`FAILED`, and unlinks the node).
 //!   Exactly one caller loads a key at a time: every other caller finds the new node and
 //!   waits for it (in a hashed wait table, like Linux's `bit_waitqueue`, so a node carries
-//!   no wait queue). After a failure, waiters look again and one of them loads.
+//!   no wait queue). After a failure, waiters look again and one of them loads. A load that
+//!   panics is a failure too: a guard fails its node as it unwinds, so no waiter is left
+//!   asleep on a load that will never finish.
 //! - **Eviction** ([`InodeCache::evict`]) takes the shard lock and succeeds only for a node
 //!   nobody holds: it moves the count from 1 (the chain's own reference) to 0 with one
 //!   CAS, so no reader can take a reference after it decided (get unless zero fails), and
@@ -320,9 +322,16 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                 node.as_raw()
             };
             self.counters.loads.fetch_add(1, Relaxed);
-            let mine = Cached { cache: self, node };
+            // If `load` panics, the guard fails the node as it unwinds, so the waiters
+            // look again instead of sleeping on a load that will never finish.
+            let loading = Loading {
+                mine: Some(Cached { cache: self, node }),
+                h,
+            };
             let load = load.take().expect("a caller loads at most once");
-            return match load() {
+            let r = load();
+            let mine = loading.finish();
+            return match r {
                 Ok(v) => {
                     let n = mine.node();
                     if n.value.set(v).is_err() {
@@ -504,6 +513,27 @@ impl<V: Send + Sync + 'static> Drop for InodeCache<V> {
     }
 }
 
+/// A load in progress: fails its node if dropped before [`Loading::finish`] (the load
+/// panicked).
+struct Loading<'a, V: Send + Sync + 'static> {
+    mine: Option<Cached<'a, V>>,
+    h: usize,
+}
+
+impl<'a, V: Send + Sync + 'static> Loading<'a, V> {
+    fn finish(mut self) -> Cached<'a, V> {
+        self.mine.take().expect("finished once")
+    }
+}
+
+impl<V: Send + Sync + 'static> Drop for Loading<'_, V> {
+    fn drop(&mut self) {
+        if let Some(mine) = self.mine.take() {
+            mine.cache.fail(mine, self.h);
+        }
+    }
+}
+
 enum Lookup<'a, V: Send + Sync + 'static> {
     Hit(Cached<'a, V>),
     Absent,
@@ -628,13 +658,27 @@ mod tests {
     }
 
     /// Many threads miss on one key while its load is slow: one loads, the others wait for
-    /// it and share its object; nobody holds a lock during the load (another key loads and
-    /// hits meanwhile).
+    /// it and share its object; nobody holds a lock during the load. The loader stays in
+    /// its load until the main thread has loaded a key of the same shard and woken the same
+    /// wait queue, which would block (and the loader's wait time out) if either lock were
+    /// held across the load.
     #[test]
     fn one_loader_per_key_and_no_lock_held_across_the_load() {
+        use std::sync::mpsc::channel;
         let c = InodeCache::<u64>::new();
         let loads = StdAtomicUsize::new(0);
         let go = Barrier::new(9);
+        let (in_load_tx, in_load) = channel::<()>();
+        let (done_tx, done) = channel::<()>();
+        let (in_load_tx, done) = (
+            std::sync::Mutex::new(in_load_tx),
+            std::sync::Mutex::new(done),
+        );
+        let (shard5, _, h5) = c.place(key(5));
+        let same_shard = (100..)
+            .map(key)
+            .find(|&k| std::ptr::eq(c.place(k).0, shard5))
+            .unwrap();
         std::thread::scope(|s| {
             let mut ts = Vec::new();
             for _ in 0..8 {
@@ -643,11 +687,9 @@ mod tests {
                     let v = c
                         .get_or_load(key(5), || {
                             loads.fetch_add(1, SeqCst);
-                            let (shard, _, h) = c.place(key(5));
-                            assert!(shard.lock.try_lock().is_some(), "shard lock held");
-                            let q = &c.waiters.queues[h & (c.waiters.queues.len() - 1)];
-                            assert!(q.0.try_lock().is_some(), "wait queue held");
-                            std::thread::sleep(Duration::from_millis(200));
+                            in_load_tx.lock().unwrap().send(()).unwrap();
+                            let r = done.lock().unwrap().recv_timeout(Duration::from_secs(20));
+                            assert!(r.is_ok(), "a lock was held across the load");
                             Ok::<_, ()>(55)
                         })
                         .unwrap();
@@ -655,16 +697,58 @@ mod tests {
                 }));
             }
             go.wait();
-            // Meanwhile other keys load and hit.
-            for i in 100..200 {
-                assert_eq!(*c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap(), i);
-            }
+            in_load.recv().unwrap();
+            assert_eq!(*c.get_or_load(same_shard, || Ok::<_, ()>(7)).unwrap(), 7);
+            c.waiters.wake(h5);
+            done_tx.send(()).unwrap();
             for t in ts {
                 assert_eq!(t.join().unwrap(), 55);
             }
         });
         assert_eq!(loads.load(SeqCst), 1);
-        assert!(c.stats().waits >= 1);
+    }
+
+    /// A load that panics fails its node as it unwinds: the waiters look again and one of
+    /// them loads, instead of sleeping for ever. (Threads are not scoped, so that a
+    /// stranded waiter fails the test by its deadline instead of hanging it.)
+    #[test]
+    fn a_panicking_load_does_not_strand_its_waiters() {
+        use std::sync::Arc;
+        let c = Arc::new(InodeCache::<u64>::new());
+        let attempts = Arc::new(StdAtomicUsize::new(0));
+        let go = Arc::new(Barrier::new(4));
+        let ts: Vec<_> = (0..4)
+            .map(|_| {
+                let (c, attempts, go) = (c.clone(), attempts.clone(), go.clone());
+                std::thread::spawn(move || {
+                    go.wait();
+                    let v = *c
+                        .get_or_load(key(11), || {
+                            let n = attempts.fetch_add(1, SeqCst);
+                            std::thread::sleep(Duration::from_millis(20));
+                            if n == 0 {
+                                panic!("backend panicked");
+                            }
+                            Ok::<_, ()>(11)
+                        })
+                        .unwrap();
+                    v
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !ts.iter().all(|t| t.is_finished()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "waiters stranded by a panicked load"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let got: Vec<_> = ts.into_iter().map(|t| t.join()).collect();
+        assert_eq!(got.iter().filter(|r| r.is_err()).count(), 1, "one panicked");
+        assert!(got.iter().flatten().all(|&v| v == 11));
+        assert_eq!(attempts.load(SeqCst), 2, "the panic, then one load for all");
+        assert_eq!(c.len(), 1);
     }
 
     /// Loads that fail while others wait: every waiter looks again, one loads, and nobody
