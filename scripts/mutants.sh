@@ -64,8 +64,8 @@ if [ ! -d "$tree/.git" ] && [ ! -f "$tree/.git" ]; then
     git worktree add --detach "$tree" HEAD >/dev/null
 fi
 # A run killed mid-mutant leaves the mutated file behind: reset, then move to HEAD.
+git -C "$tree" reset -q --hard
 git -C "$tree" checkout -q --detach "$(git rev-parse HEAD)"
-git -C "$tree" checkout -q -- .
 root=$(cd "$root" && pwd)
 
 for f in "${files[@]}"; do
@@ -81,10 +81,21 @@ for f in "${files[@]}"; do
         echo "$sum" >"$out/source.sha"
         common=(-p scalevfs -f "$src" --exclude-re ' tests::' --shard "$k/$shards"
             --profile mutants --in-place --dir "$tree" --output "$out")
+        # cargo-mutants exits 0 (all caught), 2 (some missed) or 3 (some timed out); any
+        # other code (4: the unmutated tree failed) means no result, and the shard is not
+        # marked finished.
+        rc=0
         SCALEVFS_RACE_SECS="${SCALEVFS_RACE_SECS:-0.3}" PROPTEST_CASES="${PROPTEST_CASES:-32}" \
             cargo mutants "${common[@]}" --timeout "${TIMEOUT_SECS:-60}" -- \
             --lib --test smoke --test semantics --test stress --test races --test plans \
-            --test memory --test space || true
+            --test memory --test space || rc=$?
+        case $rc in
+        0 | 2 | 3) ;;
+        *)
+            echo "mutants.sh: cargo mutants failed on $f shard $k (exit $rc); see $out" >&2
+            exit 1
+            ;;
+        esac
         # Pass 2: the loom models, on exactly the mutants pass 1 missed (chosen by name).
         # Code outside cfg(loom) is not built there, so its survivors survive again. Pass 2
         # can only move a mutant from missed to caught.
