@@ -1,0 +1,639 @@
+//! Attributes: the stat family, `access`, `readlink`, chmod, chown, times, truncate,
+//! `fallocate` and `statfs`.
+
+use super::*;
+
+impl Process {
+    /// `stat(2)`.
+    pub fn stat(&self, path: impl AsRef<Path>) -> Result<Stat> {
+        self.fstatat(Fd::CWD, path, AtFlags::empty())
+    }
+
+    /// `lstat(2)`.
+    pub fn lstat(&self, path: impl AsRef<Path>) -> Result<Stat> {
+        self.fstatat(Fd::CWD, path, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// `fstat(2)`.
+    pub fn fstat(&self, fd: impl Desc) -> Result<Stat> {
+        let f = self.file(fd)?;
+        Ok(f.inode.stat(f.mnt.dev()))
+    }
+
+    /// `fstatat(2)`: stat inside the lockless walk, with no reference taken.
+    pub fn fstatat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        flags: AtFlags,
+    ) -> Result<Stat> {
+        // AT_NO_AUTOMOUNT (0x800) and the AT_STATX_SYNC_TYPE bits (0x6000) are accepted and
+        // mean nothing here, as on Linux's tmpfs.
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0 | 0x800 | 0x6000) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (path, hash) = cpath_hashed(path.as_ref())?;
+        if path.is_empty() {
+            return self.empty_path(dirfd, flags, |f| Ok(f.inode.stat(f.mnt.dev())));
+        }
+        let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
+        self.at(dirfd, path, |cx, start| {
+            Self::with_final(cx, start, path, hash, wf.follow, |i, dev| {
+                Ok(StatOf(i.stat(dev)))
+            })
+        })
+        .map(|s| s.0)
+    }
+
+    /// Resolves `path` to the object it names and runs `f` on its inode and device inside
+    /// the epoch, taking no reference: from the path cache when it holds a still-valid
+    /// walk, else by the lockless walk (whose validated result is cached), else by the
+    /// locked walk.
+    pub(super) fn with_final<T: PartialEq + std::fmt::Debug>(
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+        f: impl Fn(&Inode, u64) -> std::result::Result<T, Fail>,
+    ) -> Result<T> {
+        let vfs = cx.vfs;
+        let key_start = if path.first() == Some(&b'/') {
+            (cx.root, cx.root_mnt)
+        } else {
+            (start.d, start.mnt)
+        };
+        let key = pathcache::Key {
+            vfs: vfs.id,
+            creds: cx.creds_id,
+            root: cx.root.as_ptr(),
+            root_mnt: cx.root_mnt.id,
+            start: key_start.0.as_ptr(),
+            start_mnt: key_start.1.id,
+            follow,
+        };
+        let cacheable = cx.creds_id != 0;
+        let ns = ns_changes();
+        let gen = ns.snapshot();
+        let ms = vfs.mount_seq().read_begin();
+        // One probe of the path cache; the answer holds if nothing it depends on moved.
+        let probe = || {
+            let answer = (|| {
+                let h = cached(cx, &key, path, hash, gen?, ms?)?;
+                let r = f(h.pos.inode?, h.dev);
+                h.still_valid(cx).then_some(r)
+            })();
+            pathcache::count(answer.is_some());
+            answer
+        };
+        let check = vfs.check_mode();
+        if cacheable && !check {
+            match probe() {
+                Some(Ok(v)) => return Ok(v),
+                Some(Err(Fail::Err(e))) => return Err(e),
+                _ => {}
+            }
+        }
+        with_walk(vfs, |locked| {
+            // In check mode the cached answer is compared with the locked walk too.
+            if !locked && cacheable && check {
+                if let Some(r) = probe() {
+                    return r;
+                }
+            }
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
+            let p = w.pos();
+            let r = f(p.inode()?, p.mnt.dev())?;
+            w.validate(cx)?;
+            if let (false, true, Some(gen), Some(ms)) = (locked, cacheable, gen, ms) {
+                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
+                    if ns.snapshot() == Some(gen) {
+                        pathcache::insert(
+                            key,
+                            cx.root,
+                            key_start.0,
+                            path,
+                            hash,
+                            gen,
+                            ms,
+                            p.mnt.dev(),
+                            idx,
+                            p.d,
+                            p.seq,
+                        );
+                    }
+                }
+            }
+            Ok(r)
+        })
+    }
+
+    /// `AT_EMPTY_PATH`: runs `f` on what `dirfd` refers to (the working directory for
+    /// `Fd::CWD`, as an `O_PATH` description would).
+    pub(super) fn empty_path<R>(
+        &self,
+        dirfd: impl Desc,
+        flags: AtFlags,
+        f: impl FnOnce(Target<'_>) -> Result<R>,
+    ) -> Result<R> {
+        if !flags.contains(AtFlags::EMPTY_PATH) {
+            return Err(Errno::ENOENT);
+        }
+        if dirfd.is_cwd() {
+            let g = crossbeam_epoch::pin();
+            let cwd = &self.ctx_ref(&g).cwd;
+            let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
+            return f(Target {
+                mnt: &cwd.mnt,
+                inode: &inode,
+                flags: OFlags::PATH,
+            });
+        }
+        let of = self.file(dirfd)?;
+        f(Target {
+            mnt: &of.mnt,
+            inode: &of.inode,
+            flags: of.flags,
+        })
+    }
+
+    /// `access(2)`: checks with the real ids.
+    pub fn access(&self, path: impl AsRef<Path>, mode: Access) -> Result<()> {
+        self.faccessat(Fd::CWD, path, mode, AtFlags::empty())
+    }
+
+    /// `faccessat(2)`, with `AT_EACCESS` and `AT_SYMLINK_NOFOLLOW`. Finishes inside the
+    /// lockless walk with no reference taken.
+    pub fn faccessat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        mode: Access,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if mode.0 & !7 != 0
+            || flags.0 & !(AtFlags::EACCESS.0 | AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0)
+                != 0
+        {
+            return Err(Errno::EINVAL);
+        }
+        let (path, hash) = cpath_hashed(path.as_ref())?;
+        let real;
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let creds = if flags.contains(AtFlags::EACCESS)
+            || (creds.ruid == creds.uid && creds.rgid == creds.gid)
+        {
+            creds
+        } else {
+            real = Creds {
+                uid: creds.ruid,
+                gid: creds.rgid,
+                ..creds.clone()
+            };
+            &real
+        };
+        if path.is_empty() {
+            return self.empty_path(dirfd, flags, |f| f.inode.permission(creds, mode));
+        }
+        let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
+        self.at(dirfd, path, |cx, start| {
+            let creds_id = if std::ptr::eq(creds, cx.creds) {
+                cx.creds_id
+            } else {
+                0
+            };
+            let cx = Ctx {
+                creds,
+                creds_id,
+                ..*cx
+            };
+            Self::with_final(&cx, start, path, hash, wf.follow, |i, _| {
+                Ok(i.permission(creds, mode))
+            })?
+        })
+    }
+
+    /// `readlink(2)`.
+    pub fn readlink(&self, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        self.readlinkat(Fd::CWD, path)
+    }
+
+    /// `readlinkat(2)`. Finishes inside the lockless walk with no reference taken.
+    pub fn readlinkat(&self, dirfd: impl Desc, path: impl AsRef<Path>) -> Result<Vec<u8>> {
+        let (path, hash) = cpath_hashed(path.as_ref())?;
+        if path.is_empty() {
+            return self.empty_path(dirfd, AtFlags::EMPTY_PATH, |f| {
+                f.inode
+                    .symlink_target()
+                    .map(|t| t.to_vec())
+                    .ok_or(Errno::ENOENT)
+            });
+        }
+        self.at(dirfd, path, |cx, start| {
+            Self::with_final(cx, start, path, hash, false, |i, _| {
+                let body = i.symlink_target().ok_or(Fail::Err(Errno::EINVAL))?;
+                // Reading a link accesses it (relatime: at most once after each change).
+                i.read_accessed(now());
+                Ok(body.to_vec())
+            })
+        })
+    }
+
+    /// Resolves `path` (following the last symlink unless `nofollow`) and runs `f` on the
+    /// inode and its file system.
+    pub(super) fn with_inode<R>(
+        &self,
+        dirfd: impl Desc,
+        path: &Path,
+        flags: AtFlags,
+        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+    ) -> Result<R> {
+        let path = cpath(path)?;
+        if path.is_empty() {
+            let g = crossbeam_epoch::pin();
+            let creds = self.creds_ref(&g).clone();
+            return self.empty_path(dirfd, flags, |of| f(of.inode, &of.mnt.fs, &creds));
+        }
+        self.at(dirfd, path, |cx, start| {
+            let (p, _hold) =
+                Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
+            let inode = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
+            f(&inode, &p.mnt.fs, cx.creds)
+        })
+    }
+
+    pub(super) fn with_fd<R>(
+        &self,
+        fd: impl Desc,
+        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+    ) -> Result<R> {
+        let of = self.file(fd)?;
+        if of.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let g = crossbeam_epoch::pin();
+        f(&of.inode, &of.mnt.fs, self.creds_ref(&g))
+    }
+
+    pub(super) fn do_chmod(inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
+        if creds.uid != 0 && creds.uid != inode.uid() {
+            return Err(Errno::EPERM);
+        }
+        let mut m = mode & 0o7777;
+        if creds.uid != 0 && !creds.in_group(inode.gid()) {
+            m &= !S_ISGID;
+        }
+        let u = AttrUpdate {
+            perm: Some(m),
+            times: Times::change(now()),
+            ..Default::default()
+        };
+        Self::setattr(inode, &u);
+        Ok(())
+    }
+
+    /// `chmod(2)`.
+    pub fn chmod(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        self.fchmodat(Fd::CWD, path, mode, AtFlags::empty())
+    }
+
+    /// `fchmod(2)`.
+    pub fn fchmod(&self, fd: impl Desc, mode: u32) -> Result<()> {
+        self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
+    }
+
+    /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
+    pub fn fchmodat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        mode: u32,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            if i.mode() & S_IFMT == S_IFLNK {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            Self::do_chmod(i, mode, c)
+        })
+    }
+
+    pub(super) fn do_chown(
+        inode: &Inode,
+        fs: &MemFs,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        creds: &Creds,
+    ) -> Result<()> {
+        let owner = creds.uid == inode.uid();
+        if creds.uid != 0 {
+            if uid.is_some_and(|u| u != inode.uid()) {
+                return Err(Errno::EPERM);
+            }
+            if let Some(g) = gid {
+                if g != inode.gid() && !(owner && creds.in_group(g)) {
+                    return Err(Errno::EPERM);
+                }
+                if !owner {
+                    return Err(Errno::EPERM);
+                }
+            }
+            if uid.is_some() && !owner {
+                return Err(Errno::EPERM);
+            }
+        }
+        let mode = inode.mode();
+        let mut kill = 0;
+        if mode & S_IFMT != S_IFDIR {
+            kill |= mode & S_ISUID;
+            if mode & (S_ISGID | 0o010) == (S_ISGID | 0o010) {
+                kill |= S_ISGID;
+            }
+        }
+        if kill != 0 && creds.uid != 0 && !owner {
+            return Err(Errno::EPERM);
+        }
+        let u = AttrUpdate {
+            uid,
+            gid,
+            perm: (kill != 0).then_some(mode & 0o7777 & !kill),
+            times: Times::change(now()),
+            ..Default::default()
+        };
+        Self::setattr(inode, &u);
+        if let Some(uid) = uid {
+            fs.transfer_owner(inode, uid);
+        }
+        Ok(())
+    }
+
+    /// Applies a mode or owner change; for a directory it changes who may search it, so
+    /// cached walks through it are invalidated.
+    pub(super) fn setattr(inode: &Inode, u: &AttrUpdate) {
+        let _ns = inode.is_dir().then(NsChange::begin);
+        inode.update(u);
+    }
+
+    /// `chown(2)`; `None` leaves an id unchanged.
+    pub fn chown(&self, path: impl AsRef<Path>, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.fchownat(Fd::CWD, path, uid, gid, AtFlags::empty())
+    }
+
+    /// `lchown(2)`.
+    pub fn lchown(&self, path: impl AsRef<Path>, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.fchownat(Fd::CWD, path, uid, gid, AtFlags::SYMLINK_NOFOLLOW)
+    }
+
+    /// `fchown(2)`.
+    pub fn fchown(&self, fd: impl Desc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
+        self.with_fd(fd, |i, fs, c| Self::do_chown(i, fs, uid, gid, c))
+    }
+
+    /// `fchownat(2)`.
+    pub fn fchownat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+            Self::do_chown(i, fs, uid, gid, c)
+        })
+    }
+
+    pub(super) fn do_utimens(inode: &Inode, times: [SetTime; 2], creds: &Creds) -> Result<()> {
+        if times == [SetTime::Omit, SetTime::Omit] {
+            return Ok(());
+        }
+        let owner = creds.uid == 0 || creds.uid == inode.uid();
+        let only_now = times.iter().all(|t| matches!(t, SetTime::Now));
+        if !owner {
+            if !only_now {
+                return Err(Errno::EPERM);
+            }
+            inode.permission(creds, Access::W_OK)?;
+        }
+        let t = now();
+        let pick = |s: SetTime| match s {
+            SetTime::Now => Some(t),
+            SetTime::Omit => None,
+            SetTime::Set(v) => Some(v),
+        };
+        inode.touch(Times {
+            atime: pick(times[0]),
+            mtime: pick(times[1]),
+            ctime: Some(t),
+        });
+        Ok(())
+    }
+
+    /// `utimensat(2)`: `times` is `[atime, mtime]`.
+    pub fn utimensat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        times: [SetTime; 2],
+        flags: AtFlags,
+    ) -> Result<()> {
+        if times == [SetTime::Omit, SetTime::Omit] {
+            // Linux's `utimensat` returns before looking at the flags or the path.
+            return Ok(());
+        }
+        if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        // The times are checked once the path resolved (Linux `vfs_utimes`).
+        let valid = times
+            .iter()
+            .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
+        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+            if !valid {
+                return Err(Errno::EINVAL);
+            }
+            Self::do_utimens(i, times, c)
+        })
+    }
+
+    /// `futimens(3)`.
+    pub fn futimens(&self, fd: impl Desc, times: [SetTime; 2]) -> Result<()> {
+        if times == [SetTime::Omit, SetTime::Omit] {
+            return Ok(());
+        }
+        let valid = times
+            .iter()
+            .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
+        self.with_fd(fd, |i, _, c| {
+            if !valid {
+                return Err(Errno::EINVAL);
+            }
+            Self::do_utimens(i, times, c)
+        })
+    }
+
+    pub(super) fn truncate_inode(
+        &self,
+        fs: &MemFs,
+        inode: &Inode,
+        len: u64,
+        creds: &Creds,
+        always_touch: bool,
+    ) -> Result<()> {
+        let crate::inode::Contents::File(d) = &inode.contents else {
+            return Err(if inode.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::EINVAL
+            });
+        };
+        if len > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut data = d.write();
+        let size = inode.size();
+        let freed = if len < size { data.truncate(len) } else { 0 };
+        fs.uncharge_pages(freed);
+        let t = now();
+        let kill = write_kill_bits(inode, creds);
+        let touch = always_touch || len != size;
+        inode.update(&AttrUpdate {
+            size: Some(len),
+            pages_delta: -(freed as i64),
+            perm: (kill != 0).then(|| inode.mode() & 0o7777 & !kill),
+            times: if touch {
+                Times::modify(t)
+            } else {
+                Times::default()
+            },
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `fallocate(2)` as on tmpfs: allocation (`FallocFlags::empty()`, optionally
+    /// `KEEP_SIZE`) reserves every page of the range up front, or fails with `ENOSPC`
+    /// having reserved none, so that later writes there cannot fail for space; `PUNCH_HOLE |
+    /// KEEP_SIZE` frees the pages wholly inside the range and zeroes the rest of it. Offsets
+    /// and lengths are `loff_t`s: above `i64::MAX` they are negative. Errors in Linux's
+    /// order (`vfs_fallocate`, then `shmem_fallocate`).
+    pub fn fallocate(&self, fd: impl Desc, mode: FallocFlags, off: u64, len: u64) -> Result<()> {
+        if off > i64::MAX as u64 || len == 0 || len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        const MODE_MASK: u32 = 0x02 | 0x08 | 0x10 | 0x20 | 0x40 | 0x80;
+        if mode.0 & !(MODE_MASK | FallocFlags::KEEP_SIZE.0) != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let keep = mode.contains(FallocFlags::KEEP_SIZE);
+        match mode.0 & MODE_MASK {
+            0 | 0x10 | 0x40 => {}
+            0x02 if keep => {}
+            0x08 | 0x20 | 0x80 if !keep => {}
+            _ => return Err(Errno::EOPNOTSUPP),
+        }
+        let f = self.file(fd)?;
+        if f.is_path() || !f.flags.writable() {
+            return Err(Errno::EBADF);
+        }
+        match f.inode.mode() & S_IFMT {
+            S_IFIFO => return Err(Errno::ESPIPE),
+            S_IFDIR => return Err(Errno::EISDIR),
+            S_IFREG => {}
+            _ => return Err(Errno::ENODEV),
+        }
+        let end = off + len;
+        if end > MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let punch = mode.contains(FallocFlags::PUNCH_HOLE);
+        if mode.0 & !(FallocFlags::KEEP_SIZE.0 | FallocFlags::PUNCH_HOLE.0) != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let crate::inode::Contents::File(d) = &f.inode.contents else {
+            return Err(Errno::ENODEV);
+        };
+        let fs = &f.mnt.fs;
+        let mut data = d.write();
+        let size = f.inode.size();
+        let pages_delta = if punch {
+            let freed = data.punch(off, end);
+            fs.uncharge_pages(freed);
+            -(freed as i64)
+        } else {
+            let need = data.missing_pages(off, end);
+            // tmpfs reserves all of the range or none of it.
+            if !fs.charge_pages(need) {
+                return Err(Errno::ENOSPC);
+            }
+            let added = data.reserve(off, end);
+            debug_assert_eq!(added, need);
+            added as i64
+        };
+        let g = crossbeam_epoch::pin();
+        let kill = write_kill_bits(&f.inode, self.creds_ref(&g));
+        f.inode.update(&AttrUpdate {
+            size: (!keep && end > size).then_some(end),
+            pages_delta,
+            perm: (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill),
+            times: Times::modify(now()),
+            ..Default::default()
+        });
+        Ok(())
+    }
+
+    /// `truncate(2)`.
+    pub fn truncate(&self, path: impl AsRef<Path>, len: u64) -> Result<()> {
+        // A length past i64::MAX is a negative `off_t`: Linux refuses it before the path.
+        if len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c| {
+            if i.is_dir() {
+                return Err(Errno::EISDIR);
+            }
+            i.permission(c, Access::W_OK)?;
+            self.truncate_inode(fs, i, len, c, true)
+        })
+    }
+
+    /// `ftruncate(2)`.
+    pub fn ftruncate(&self, fd: impl Desc, len: u64) -> Result<()> {
+        // As `truncate`: before the descriptor is looked at.
+        if len > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        let of = self.file(fd)?;
+        if of.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if !of.flags.writable() || of.inode.mode() & S_IFMT != S_IFREG {
+            return Err(Errno::EINVAL);
+        }
+        let g = crossbeam_epoch::pin();
+        self.truncate_inode(&of.mnt.fs, &of.inode, len, self.creds_ref(&g), true)
+    }
+
+    /// `statfs(2)`.
+    pub fn statfs(&self, path: impl AsRef<Path>) -> Result<StatFs> {
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(Fd::CWD, path, |cx, start| {
+            Ok(Self::resolve_unheld(cx, start, path, true)?.mnt.fs.statfs())
+        })
+    }
+
+    /// `fstatfs(2)`.
+    pub fn fstatfs(&self, fd: impl Desc) -> Result<StatFs> {
+        Ok(self.file(fd)?.mnt.fs.statfs())
+    }
+}

@@ -1,0 +1,468 @@
+//! Directory changes: creating (mkdir, mknod, symlink, and the shared `create_at`),
+//! `getdents`, unlink, rmdir and link. Rename has its own module.
+
+use super::*;
+
+impl Process {
+    /// `mkdir(2)`.
+    pub fn mkdir(&self, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        self.mkdirat(Fd::CWD, path, mode)
+    }
+
+    /// `mkdirat(2)`.
+    pub fn mkdirat(&self, dirfd: impl Desc, path: impl AsRef<Path>, mode: u32) -> Result<()> {
+        let m = S_IFDIR | (mode & 0o1777 & !self.umask.load(Relaxed));
+        self.create_at(dirfd, path.as_ref(), NewKind::Dir, m)
+    }
+
+    /// `mknodat(2)`: regular files, FIFOs, sockets and (for root) device nodes.
+    pub fn mknodat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        mode: u32,
+        dev: u64,
+    ) -> Result<()> {
+        let ty = match mode & S_IFMT {
+            0 => S_IFREG,
+            t @ (S_IFREG | S_IFIFO | S_IFSOCK | S_IFCHR | S_IFBLK) => t,
+            S_IFDIR => return Err(Errno::EPERM),
+            _ => return Err(Errno::EINVAL),
+        };
+        let m = ty | (mode & 0o7777 & !self.umask.load(Relaxed));
+        self.create_at(dirfd, path.as_ref(), NewKind::Node(m, dev), m)
+    }
+
+    /// `symlink(2)`.
+    pub fn symlink(&self, target: impl AsRef<Path>, linkpath: impl AsRef<Path>) -> Result<()> {
+        self.symlinkat(target, Fd::CWD, linkpath)
+    }
+
+    /// `symlinkat(2)`.
+    pub fn symlinkat(
+        &self,
+        target: impl AsRef<Path>,
+        dirfd: impl Desc,
+        linkpath: impl AsRef<Path>,
+    ) -> Result<()> {
+        let t = cpath(target.as_ref())?;
+        if t.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.create_at(
+            dirfd,
+            linkpath.as_ref(),
+            NewKind::Symlink(t),
+            S_IFLNK | 0o777,
+        )
+    }
+
+    pub(super) fn create_at(
+        &self,
+        dirfd: impl Desc,
+        path: &Path,
+        kind: NewKind<'_>,
+        mode: u32,
+    ) -> Result<()> {
+        let path = cpath(path)?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(dirfd, path, |cx, start| {
+            let mut links = 0;
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let Last::Normal(c) = par.last else {
+                return Err(Errno::EEXIST);
+            };
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            if let NewKind::Node(m, _) = kind {
+                if (m & S_IFMT == S_IFCHR || m & S_IFMT == S_IFBLK) && cx.creds.uid != 0 {
+                    return Err(Errno::EPERM);
+                }
+            }
+            let mut st = dirm.lock();
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            let existing = fs.dcache.lookup_locked(&parent.d, &c, cx.guard);
+            if existing.is_some_and(|d| d.get().inode(cx.guard).is_some()) {
+                return Err(Errno::EEXIST);
+            }
+            if trailing && !matches!(kind, NewKind::Dir) {
+                return Err(Errno::ENOENT);
+            }
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            let t = now();
+            let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
+            let (rdev, target) = match kind {
+                NewKind::Node(_, dev) => (dev, None),
+                NewKind::Symlink(t) => (0, Some(t)),
+                NewKind::Dir => (0, None),
+            };
+            let inode = fs.new_inode(mode, uid, gid, rdev, target, t)?;
+            Self::instantiate(fs, parent.d, &c, existing, inode, &mut st, cx.guard);
+            drop(st);
+            if matches!(kind, NewKind::Dir) {
+                dir_inode.add_links(1, None);
+            }
+            dir_inode.dir_changed(1, t);
+            Ok(())
+        })
+    }
+
+    /// Binds `c` in `parent` to `inode`: reuses a negative dentry or allocates one.
+    pub(super) fn instantiate(
+        fs: &MemFs,
+        parent: DPtr<'_>,
+        c: &Component<'_>,
+        existing: Option<DPtr<'_>>,
+        inode: Arc<Inode>,
+        st: &mut DirState,
+        guard: &Guard,
+    ) {
+        match existing {
+            Some(d) => {
+                fs.dcache.d_instantiate(&d, inode, st, guard);
+                fs.negative_gone(1);
+            }
+            None => {
+                fs.dcache.d_alloc(parent, c, Some(inode), st);
+            }
+        }
+    }
+
+    /// Reads up to `max_entries` entries from a directory descriptor, starting at its
+    /// position (a cookie). `.` and `..` come first. An empty result means the end. An
+    /// entry that exists for the whole read is returned exactly once; entries created or
+    /// renamed meanwhile may or may not appear.
+    pub fn getdents(&self, fd: impl Desc, max_entries: usize) -> Result<Vec<DirEntry>> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let (Some(d), Some(dirm)) = (&f.dir, f.inode.dir()) else {
+            return Err(Errno::ENOTDIR);
+        };
+        let mut pos = f.pos.lock();
+        let g = crossbeam_epoch::pin();
+        let mut out = Vec::new();
+        let st = dirm.lock();
+        if st.dead {
+            return Err(Errno::ENOENT);
+        }
+        if *pos == 0 && out.len() < max_entries {
+            out.push(DirEntry {
+                ino: f.inode.ino,
+                file_type: FileType::Directory,
+                name: b".".to_vec(),
+                cookie: 1,
+            });
+            *pos = 1;
+        }
+        if *pos == 1 && out.len() < max_entries {
+            let ino = d
+                .parent(&g)
+                .and_then(|p| p.get().inode(&g))
+                .map_or(f.inode.ino, |i| i.ino);
+            out.push(DirEntry {
+                ino,
+                file_type: FileType::Directory,
+                name: b"..".to_vec(),
+                cookie: 2,
+            });
+            *pos = 2;
+        }
+        if out.len() < max_entries {
+            for (&cookie, child) in st.children.range((*pos).max(3)..) {
+                // SAFETY: children are hashed, and the hash's reference keeps them alive
+                // while we hold the directory lock.
+                let child = unsafe { child.as_ref() };
+                let Some(ci) = child.inode(&g) else { continue };
+                out.push(DirEntry {
+                    ino: ci.ino,
+                    file_type: ci.file_type(),
+                    name: child.name.to_vec(&g),
+                    cookie: cookie + 1,
+                });
+                *pos = cookie + 1;
+                if out.len() >= max_entries {
+                    break;
+                }
+            }
+            if out.len() < max_entries {
+                *pos = st.next_cookie.max(3);
+            }
+        }
+        drop(st);
+        if !f.flags.contains(OFlags::NOATIME) {
+            f.inode.read_accessed(now());
+        }
+        Ok(out)
+    }
+
+    /// `rmdir(2)`.
+    pub fn rmdir(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.unlinkat(Fd::CWD, path, AtFlags::REMOVEDIR)
+    }
+
+    /// `unlink(2)`.
+    pub fn unlink(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.unlinkat(Fd::CWD, path, AtFlags::empty())
+    }
+
+    /// `unlinkat(2)`, with `AT_REMOVEDIR`.
+    pub fn unlinkat(&self, dirfd: impl Desc, path: impl AsRef<Path>, flags: AtFlags) -> Result<()> {
+        if flags.0 & !AtFlags::REMOVEDIR.0 != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let rmdir = flags.contains(AtFlags::REMOVEDIR);
+        let path = cpath(path.as_ref())?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(dirfd, path, |cx, start| {
+            let mut links = 0;
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let c = match (par.last, rmdir) {
+                (Last::Normal(c), _) => c,
+                (Last::Dot, true) => return Err(Errno::EINVAL),
+                (Last::DotDot, true) => return Err(Errno::ENOTEMPTY),
+                (_, true) => return Err(Errno::EBUSY),
+                (_, false) => return Err(Errno::EISDIR),
+            };
+            let dirm = Self::dir_of(&parent)?;
+            if rmdir {
+                self.do_rmdir(cx, &parent, dirm, &c)
+            } else {
+                self.do_unlink(cx, &parent, dirm, &c, trailing)
+            }
+        })
+    }
+
+    pub(super) fn do_unlink(
+        &self,
+        cx: &Ctx<'_>,
+        parent: &Pos<'_>,
+        dirm: &Mutex<DirState>,
+        c: &Component<'_>,
+        trailing: bool,
+    ) -> Result<()> {
+        let fs = &parent.mnt.fs;
+        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        let mut st = dirm.lock();
+        if st.dead {
+            return Err(Errno::ENOENT);
+        }
+        check_len(c)?;
+        let d = fs
+            .dcache
+            .lookup_locked(&parent.d, c, cx.guard)
+            .ok_or(Errno::ENOENT)?;
+        let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+        if trailing {
+            return Err(if victim.is_dir() {
+                Errno::EISDIR
+            } else {
+                Errno::ENOTDIR
+            });
+        }
+        may_delete(dir_inode, &d, &victim, false, cx.creds)?;
+        if d.flags() & MOUNTED != 0 {
+            return Err(Errno::EBUSY);
+        }
+        // Cached walks may pass through a symlink.
+        let _ns = victim.symlink_target().is_some().then(NsChange::begin);
+        if fs.negative_admit() {
+            fs.dcache.d_delete(&d, &mut st, cx.guard);
+        } else {
+            fs.dcache.d_drop(d, &mut st);
+        }
+        drop(_ns);
+        drop(st);
+        let t = now();
+        Self::drop_link(fs, &victim, t);
+        dir_inode.dir_changed(-1, t);
+        Ok(())
+    }
+
+    /// One link of `victim` went away; with the last, so does the link's hold (the inode
+    /// is evicted unless open).
+    pub(super) fn drop_link(fs: &MemFs, victim: &Inode, t: Timespec) {
+        if victim.add_links(-1, Some(t)) == 0 {
+            fs.release(victim);
+        }
+    }
+
+    /// Empties a directory being removed: drops its negative children and marks it dead.
+    /// The caller holds its lock and checked that it has no positive child.
+    pub(super) fn kill_dir(fs: &MemFs, st: &mut DirState, guard: &Guard) {
+        let negs: Vec<_> = st.children.values().copied().collect();
+        for n in negs {
+            // SAFETY: hashed children are alive while we hold the directory lock, and the
+            // children map keeps their allocations' pointers.
+            let nd = unsafe { DPtr::new(n) };
+            debug_assert!(nd.get().inode(guard).is_none());
+            fs.dcache.d_drop(nd, st);
+            fs.negative_gone(1);
+        }
+        effect(|| st.dead = true);
+    }
+
+    pub(super) fn do_rmdir(
+        &self,
+        cx: &Ctx<'_>,
+        parent: &Pos<'_>,
+        dirm: &Mutex<DirState>,
+        c: &Component<'_>,
+    ) -> Result<()> {
+        let fs = &parent.mnt.fs;
+        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        loop {
+            // Find the victim under the parent lock, then lock both in address order.
+            let (d, victim) = {
+                let st = dirm.lock();
+                if st.dead {
+                    return Err(Errno::ENOENT);
+                }
+                check_len(c)?;
+                let d = fs
+                    .dcache
+                    .lookup_locked(&parent.d, c, cx.guard)
+                    .ok_or(Errno::ENOENT)?;
+                let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+                may_delete(dir_inode, &d, &victim, true, cx.creds)?;
+                (d, victim)
+            };
+            let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
+            let mut locks = DirLocks::lock(&[dirm, vdir]);
+            if locks.get(dirm).dead
+                || fs.dcache.lookup_locked(&parent.d, c, cx.guard) != Some(d)
+                || !std::ptr::eq(d.inode.load(Acquire), &*victim)
+            {
+                continue;
+            }
+            if d.flags() & MOUNTED != 0 {
+                return Err(Errno::EBUSY);
+            }
+            if locks.get(vdir).positive > 0 {
+                return Err(Errno::ENOTEMPTY);
+            }
+            // Cached walks may pass through the directory (or `..` from it).
+            let ns = NsChange::begin();
+            Self::kill_dir(fs, locks.get(vdir), cx.guard);
+            fs.dcache.d_drop(d, locks.get(dirm));
+            drop(ns);
+            drop(locks);
+            let t = now();
+            victim.add_links(-2, Some(t));
+            fs.release(&victim);
+            dir_inode.add_links(-1, None);
+            dir_inode.dir_changed(-1, t);
+            return Ok(());
+        }
+    }
+
+    /// `link(2)`.
+    pub fn link(&self, old: impl AsRef<Path>, new: impl AsRef<Path>) -> Result<()> {
+        self.linkat(Fd::CWD, old, Fd::CWD, new, AtFlags::empty())
+    }
+
+    /// `linkat(2)`, with `AT_SYMLINK_FOLLOW` and `AT_EMPTY_PATH`.
+    pub fn linkat(
+        &self,
+        olddirfd: impl Desc,
+        old: impl AsRef<Path>,
+        newdirfd: impl Desc,
+        new: impl AsRef<Path>,
+        flags: AtFlags,
+    ) -> Result<()> {
+        if flags.0 & !(AtFlags::SYMLINK_FOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let old = cpath(old.as_ref())?;
+        let new = cpath(new.as_ref())?;
+        // The source: an inode and its mount.
+        let (src_mnt, src, linkable_tmp) = if old.is_empty() {
+            let (m, i, tmp) = self.empty_path(olddirfd, flags, |f| {
+                Ok((
+                    f.mnt.clone(),
+                    f.inode.clone(),
+                    f.flags.contains(OFlags::TMPFILE) && !f.flags.contains(OFlags::EXCL),
+                ))
+            })?;
+            (m, i, tmp)
+        } else {
+            self.at(olddirfd, old, |cx, start| {
+                let (p, _hold) =
+                    Self::resolve(cx, start, old, flags.contains(AtFlags::SYMLINK_FOLLOW))?;
+                let i = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
+                Ok((p.mnt.clone(), i, false))
+            })?
+        };
+        if new.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        self.at(newdirfd, new, |cx, start| {
+            let mut links = 0;
+            let par = Self::parent_of(cx, start, new, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let Last::Normal(c) = par.last else {
+                return Err(Errno::EEXIST);
+            };
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            let mut st = dirm.lock();
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            let existing = fs.dcache.lookup_locked(&parent.d, &c, cx.guard);
+            if existing.is_some_and(|d| d.get().inode(cx.guard).is_some()) {
+                return Err(Errno::EEXIST);
+            }
+            if trailing {
+                return Err(Errno::ENOENT);
+            }
+            // Linux `do_linkat` order: EXDEV, protected hardlinks, then `vfs_link`.
+            if !Arc::ptr_eq(parent.mnt, &src_mnt) {
+                return Err(Errno::EXDEV);
+            }
+            Self::may_linkat(&src, cx.creds)?;
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            if src.is_dir() {
+                return Err(Errno::EPERM);
+            }
+            let t = now();
+            if !src.link_if_alive(linkable_tmp, t) {
+                return Err(Errno::ENOENT);
+            }
+            Self::instantiate(fs, parent.d, &c, existing, src.clone(), &mut st, cx.guard);
+            drop(st);
+            dir_inode.dir_changed(1, t);
+            Ok(())
+        })
+    }
+
+    /// Linux `may_linkat` with `fs.protected_hardlinks = 1`.
+    pub(super) fn may_linkat(src: &Inode, creds: &Creds) -> Result<()> {
+        if creds.uid == 0 || creds.uid == src.uid() {
+            return Ok(());
+        }
+        let m = src.mode();
+        let safe = m & S_IFMT == S_IFREG
+            && m & S_ISUID == 0
+            && m & (S_ISGID | 0o010) != (S_ISGID | 0o010)
+            && src.permission(creds, Access::R_OK | Access::W_OK).is_ok();
+        if safe {
+            Ok(())
+        } else {
+            Err(Errno::EPERM)
+        }
+    }
+}

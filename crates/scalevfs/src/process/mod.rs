@@ -1,0 +1,795 @@
+//! [`Process`]: a caller's view of a [`Vfs`] and the POSIX calls.
+//!
+//! # State and what protects it
+//! - `ctx` (root and working directory) and `creds` are epoch-protected pointers to
+//!   immutable values: calls load them under their guard with no lock and no write; `chdir`,
+//!   `chroot`-like changes and `set_creds` publish a new value under `ctx_lock` and free the
+//!   old one after a grace period.
+//! - `umask` is an atomic.
+//! - `files`, the descriptor table, is read without a lock under the epoch guard; its
+//!   writers (open, close, dup) serialize on its allocation mutex (see `file`).
+//!
+//! # Lock order
+//! ```text
+//! ctx_lock
+//! FdTable::alloc
+//! Vfs mount lock                (mount, umount; a locked walk's confirm, holding nothing else)
+//!   MemFs::rename_lock          (cross-directory renames of directories only)
+//!     directory mutexes         (several: sorted by address, `DirLocks`)
+//!       FileData rwlock
+//!         inode attr_lock
+//! ```
+//!
+//! # Holding and walking again
+//! Every call that acts where its walk ended holds that mount (a `MountHold`, or its open
+//! file or working directory) and confirms it against `umount` (see `walk`, "Holding a
+//! position"). A locked walk whose find went away before the call took its reference
+//! returns `Fail::Retry`, and `walk::retry` walks again.
+//!
+//! # Namespace changes
+//! Create, unlink and rename lock only the directories they change (and the target
+//! directory a rename replaces). Linux serializes every cross-directory rename on one
+//! per-file-system mutex; here only a rename that moves a directory to another parent, or
+//! replaces a directory in another parent, takes it (it keeps the ancestry stable for the
+//! loop check). Renames of files across directories take just the two directory locks.
+
+use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
+use crate::errno::{Errno, Result};
+use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
+use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
+use crate::memfs::MemFs;
+use crate::mount::{Mount, MountHold, MountTable};
+use crate::name::{check_len, Component};
+use crate::pathcache;
+use crate::sync::effects::{self, effect};
+use crate::sync::{ns_changes, NsChange};
+use crate::types::{limits, mode::*, *};
+use crate::walk::{self, retry, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
+use crate::Vfs;
+use crossbeam_epoch::{Atomic, Guard, Owned};
+use parking_lot::{Mutex, MutexGuard};
+use std::ffi::OsStr;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
+use std::sync::Arc;
+
+mod attr;
+mod dir;
+mod helpers;
+mod mounts;
+mod open;
+mod paths;
+mod rename;
+
+struct FsCtx {
+    root: Loc,
+    cwd: Loc,
+}
+
+/// Credentials with an identity for the path cache: every value published gets a new id.
+struct CredsBox {
+    creds: Creds,
+    id: u64,
+}
+
+impl CredsBox {
+    fn new(creds: Creds) -> CredsBox {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        CredsBox {
+            creds,
+            id: NEXT.fetch_add(1, Relaxed),
+        }
+    }
+}
+
+/// A caller: root, working directory, credentials, umask and descriptor table.
+pub struct Process {
+    vfs: Arc<Vfs>,
+    ctx: Atomic<FsCtx>,
+    creds: Atomic<CredsBox>,
+    umask: AtomicU32,
+    files: FdTable,
+    ctx_lock: Mutex<()>,
+}
+
+/// Checks a user path like [`cpath`] and hashes it for the path cache, in one pass.
+fn cpath_hashed(p: &Path) -> Result<(&[u8], u64)> {
+    let b = p.as_os_str().as_bytes();
+    if b.len() >= limits::PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    let (h, nul) = crate::name::path_hash_nul(b);
+    if nul {
+        return Err(Errno::EINVAL);
+    }
+    Ok((b, h))
+}
+
+/// Checks a user path: no NUL (`EINVAL`), shorter than `PATH_MAX` (`ENAMETOOLONG`).
+fn cpath(p: &Path) -> Result<&[u8]> {
+    let b = p.as_os_str().as_bytes();
+    if b.len() >= limits::PATH_MAX {
+        return Err(Errno::ENAMETOOLONG);
+    }
+    if crate::name::has_nul(b) {
+        return Err(Errno::EINVAL);
+    }
+    Ok(b)
+}
+
+/// Where a walk starts.
+#[derive(Clone, Copy)]
+struct Start<'g> {
+    mnt: &'g Arc<Mount>,
+    d: DPtr<'g>,
+}
+
+/// What `AT_EMPTY_PATH` names: a description's object, or the working directory.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    mnt: &'a Arc<Mount>,
+    inode: &'a Arc<Inode>,
+    flags: OFlags,
+}
+
+/// The parent directory a walk that stops at the parent found, held (see `walk`, "Holding
+/// a position") until the operation is done.
+struct Parent<'a, 'g> {
+    pos: Pos<'g>,
+    last: Last<'a>,
+    trailing: bool,
+    _hold: MountHold<'g>,
+}
+
+impl<'g> Start<'g> {
+    fn pos(&self, locked: bool, guard: &'g Guard) -> std::result::Result<Pos<'g>, Fail> {
+        Pos::at(self.mnt, self.d, locked, guard)
+    }
+
+    /// A whole walk of `path` from here (a fresh symlink count).
+    fn walk<'a>(
+        &self,
+        cx: &Ctx<'g>,
+        path: &'a [u8],
+        flags: Flags,
+        locked: bool,
+    ) -> std::result::Result<Walked<'a, 'g>, Fail>
+    where
+        'g: 'a,
+    {
+        let mut links = 0;
+        walk::walk(
+            cx,
+            self.pos(locked, cx.guard)?,
+            path,
+            flags,
+            locked,
+            &mut links,
+        )
+    }
+}
+
+/// A `stat` result whose equality, for check mode's comparison of a fast walk with a locked
+/// one, is the identity of the object the walk found (device, inode number, file type): its
+/// other attributes may change between the two walks without any namespace change (a write
+/// changes the size and times), and both readings are right at their moments.
+#[derive(Debug)]
+struct StatOf(Stat);
+
+impl PartialEq for StatOf {
+    fn eq(&self, other: &StatOf) -> bool {
+        let (a, b) = (&self.0, &other.0);
+        a.dev == b.dev && a.ino == b.ino && a.mode & S_IFMT == b.mode & S_IFMT
+    }
+}
+
+fn now() -> Timespec {
+    Timespec::now()
+}
+
+/// Several directory mutexes, locked in address order (seed 002: one global order, so two
+/// renames can never wait on each other in a cycle).
+struct DirLocks<'a> {
+    /// The held locks in address order, `n` of them; fixed slots, so that taking the locks
+    /// of a rename allocates nothing.
+    held: [Option<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>; MAX_LOCKED_DIRS],
+    n: usize,
+}
+
+/// The most directories one operation locks together: a rename's two parents and the
+/// directory it replaces.
+const MAX_LOCKED_DIRS: usize = 3;
+
+impl<'a> DirLocks<'a> {
+    /// Locks `dirs` (at least one; duplicates allowed) in address order.
+    fn lock(dirs: &[&'a Mutex<DirState>]) -> DirLocks<'a> {
+        assert!(
+            !dirs.is_empty() && dirs.len() <= MAX_LOCKED_DIRS,
+            "1 to {MAX_LOCKED_DIRS} directories to lock"
+        );
+        let mut order = [dirs[0]; MAX_LOCKED_DIRS];
+        order[..dirs.len()].copy_from_slice(dirs);
+        let order = &mut order[..dirs.len()];
+        order.sort_unstable_by_key(|m| *m as *const Mutex<DirState>);
+        let mut locks = DirLocks {
+            held: [None, None, None],
+            n: 0,
+        };
+        for (k, &m) in order.iter().enumerate() {
+            if k > 0 && std::ptr::eq(order[k - 1], m) {
+                continue;
+            }
+            locks.held[locks.n] = Some((m as *const _, m.lock()));
+            locks.n += 1;
+        }
+        locks
+    }
+
+    fn idx(&self, m: &Mutex<DirState>) -> usize {
+        self.held[..self.n]
+            .iter()
+            .position(|h| h.as_ref().is_some_and(|(p, _)| std::ptr::eq(*p, m)))
+            .expect("directory not locked")
+    }
+
+    /// The state under a held slot's lock.
+    fn slot<'s>(
+        h: &'s mut Option<(*const Mutex<DirState>, MutexGuard<'a, DirState>)>,
+    ) -> &'s mut DirState {
+        &mut h.as_mut().expect("a held slot").1
+    }
+
+    fn get(&mut self, m: &Mutex<DirState>) -> &mut DirState {
+        let i = self.idx(m);
+        Self::slot(&mut self.held[i])
+    }
+
+    /// Two states at once; `None` for the second when both are the same directory.
+    fn get2(
+        &mut self,
+        a: &Mutex<DirState>,
+        b: &Mutex<DirState>,
+    ) -> (&mut DirState, Option<&mut DirState>) {
+        let (i, j) = (self.idx(a), self.idx(b));
+        if i == j {
+            return (Self::slot(&mut self.held[i]), None);
+        }
+        if i < j {
+            let (x, y) = self.held.split_at_mut(j);
+            (Self::slot(&mut x[i]), Some(Self::slot(&mut y[0])))
+        } else {
+            let (x, y) = self.held.split_at_mut(i);
+            (Self::slot(&mut y[0]), Some(Self::slot(&mut x[j])))
+        }
+    }
+}
+
+/// Linux `check_sticky`: in a sticky directory only the file's owner, the directory's
+/// owner or root may remove or rename an entry.
+fn sticky_denies(dir: &Inode, victim: &Inode, creds: &Creds) -> bool {
+    dir.mode() & S_ISVTX != 0
+        && creds.uid != 0
+        && victim.uid() != creds.uid
+        && dir.uid() != creds.uid
+}
+
+/// Linux `may_delete`, after the victim is known to exist.
+fn may_delete(dir: &Inode, d: &Dentry, victim: &Inode, is_dir: bool, creds: &Creds) -> Result<()> {
+    dir.permission(creds, Access::W_OK | Access::X_OK)?;
+    if sticky_denies(dir, victim, creds) {
+        return Err(Errno::EPERM);
+    }
+    if is_dir {
+        if !victim.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        if d.flags() & ROOT != 0 {
+            return Err(Errno::EBUSY);
+        }
+    } else if victim.is_dir() {
+        return Err(Errno::EISDIR);
+    }
+    Ok(())
+}
+
+/// Owner, group and mode of a new inode in `dir` (Linux `inode_init_owner`).
+fn init_owner(dir: &Inode, creds: &Creds, mut mode: u32) -> (u32, u32, u32) {
+    let gid = if dir.mode() & S_ISGID != 0 {
+        if mode & S_IFMT == S_IFDIR {
+            mode |= S_ISGID;
+        }
+        dir.gid()
+    } else {
+        creds.gid
+    };
+    if mode & S_IFMT != S_IFDIR
+        && mode & (S_ISGID | 0o010) == (S_ISGID | 0o010)
+        && creds.uid != 0
+        && !creds.in_group(gid)
+    {
+        mode &= !S_ISGID;
+    }
+    (creds.uid, gid, mode)
+}
+
+/// The set-id bits a write or truncate by a non-root caller clears (Linux
+/// `should_remove_suid` with `setattr_should_drop_sgid`, 6.2 and later): set-user-id always;
+/// set-group-id if the group may execute, or if the caller is not in the file's group.
+fn write_kill_bits(inode: &Inode, creds: &Creds) -> u32 {
+    let mode = inode.mode();
+    if creds.uid == 0 || mode & S_IFMT != S_IFREG {
+        return 0;
+    }
+    let mut k = mode & S_ISUID;
+    if mode & S_ISGID != 0 && (mode & 0o010 != 0 || !creds.in_group(inode.gid())) {
+        k |= S_ISGID;
+    }
+    k
+}
+
+/// The accesses an open's access mode asks for (Linux `ACC_MODE`): mode 3 asks for both,
+/// and gives a descriptor that can do neither (`ioctl`-only, as on Linux).
+fn acc_mode(flags: OFlags) -> (bool, bool) {
+    match flags.0 & 3 {
+        0 => (true, false),
+        1 => (false, true),
+        _ => (true, true),
+    }
+}
+
+/// What kind of object a create makes.
+enum NewKind<'a> {
+    Dir,
+    Node(u32, u64),
+    Symlink(&'a [u8]),
+}
+
+/// A path-cache hit: where the cached walk ended, and what validates it.
+struct Cached<'g> {
+    pos: Pos<'g>,
+    dev: u64,
+    gen: u64,
+    ms: u64,
+}
+
+impl Cached<'_> {
+    /// Whether nothing the cached walk depends on moved since the entry was made: the final
+    /// dentry, the namespace generation and the mount table. Call after using the answer.
+    #[inline(always)]
+    fn still_valid(&self, cx: &Ctx<'_>) -> bool {
+        !self.pos.d.seq.read_retry(self.pos.seq)
+            && ns_changes().snapshot() == Some(self.gen)
+            && !cx.vfs.mount_seq().read_retry(self.ms)
+    }
+}
+
+/// Looks `path` up in the path cache under `key`; `gen` and `ms` are the namespace-change
+/// snapshot and the mount sequence read before. The answer is to be used, then checked
+/// with [`Cached::still_valid`].
+#[inline(always)]
+fn cached<'g>(
+    cx: &Ctx<'g>,
+    key: &pathcache::Key,
+    path: &[u8],
+    hash: u64,
+    gen: u64,
+    ms: u64,
+) -> Option<Cached<'g>> {
+    let h = pathcache::lookup(key, path, hash, gen, ms)?;
+    // SAFETY: `cx.guard` is held for the caller's whole call.
+    let d: DPtr<'g> = unsafe { h.dentry() };
+    let mnt = walk::mount_at(cx.vfs, h.mnt_idx, cx.guard)?;
+    Some(Cached {
+        pos: Pos {
+            mnt,
+            d,
+            seq: h.seq,
+            inode: d.get().inode(cx.guard),
+        },
+        dev: h.dev,
+        gen,
+        ms,
+    })
+}
+
+impl Process {
+    pub(crate) fn new(vfs: Arc<Vfs>, creds: Creds) -> Process {
+        let root = Loc::new(vfs.root_mount().clone(), vfs.root_mount().root.clone());
+        let ctx = FsCtx {
+            cwd: root.clone(),
+            root,
+        };
+        Process {
+            vfs,
+            ctx: Atomic::new(ctx),
+            creds: Atomic::new(CredsBox::new(creds)),
+            umask: AtomicU32::new(0o022),
+            files: FdTable::default(),
+            ctx_lock: Mutex::new(()),
+        }
+    }
+
+    /// The namespace this process lives in.
+    pub fn vfs(&self) -> &Arc<Vfs> {
+        &self.vfs
+    }
+
+    /// A copy of this process: same root, working directory, credentials and umask, and
+    /// the same open file descriptions under the same numbers (like `fork`).
+    pub fn fork(&self) -> Process {
+        let g = crossbeam_epoch::pin();
+        let ctx = self.ctx_ref(&g);
+        Process {
+            vfs: self.vfs.clone(),
+            ctx: Atomic::new(FsCtx {
+                root: ctx.root.clone(),
+                cwd: ctx.cwd.clone(),
+            }),
+            creds: Atomic::new(CredsBox::new(self.creds_ref(&g).clone())),
+            umask: AtomicU32::new(self.umask.load(Relaxed)),
+            files: self.files.fork(),
+            ctx_lock: Mutex::new(()),
+        }
+    }
+
+    fn ctx_ref<'g>(&self, g: &'g Guard) -> &'g FsCtx {
+        // SAFETY: never null; replaced values are freed after a grace period.
+        unsafe { self.ctx.load(Acquire, g).deref() }
+    }
+
+    fn creds_box<'g>(&self, g: &'g Guard) -> &'g CredsBox {
+        // SAFETY: as `ctx_ref`.
+        unsafe { self.creds.load(Acquire, g).deref() }
+    }
+
+    fn creds_ref<'g>(&self, g: &'g Guard) -> &'g Creds {
+        &self.creds_box(g).creds
+    }
+
+    /// Replaces the credentials.
+    pub fn set_creds(&self, c: Creds) {
+        let _l = self.ctx_lock.lock();
+        let g = crossbeam_epoch::pin();
+        let old = self.creds.swap(Owned::new(CredsBox::new(c)), SeqCst, &g);
+        // SAFETY: unreachable now; readers hold guards.
+        unsafe { g.defer_destroy(old) };
+    }
+
+    /// The credentials.
+    pub fn creds(&self) -> Creds {
+        let g = crossbeam_epoch::pin();
+        self.creds_ref(&g).clone()
+    }
+
+    /// Sets the umask; returns the old one.
+    pub fn umask(&self, mask: u32) -> u32 {
+        self.umask.swap(mask & 0o777, SeqCst)
+    }
+
+    fn file(&self, fd: impl Desc) -> Result<FileRef> {
+        fd.hold(&self.files)
+    }
+
+    /// Runs `f` with a walk context and the start position for `path` relative to `dirfd`.
+    fn at<R>(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let guard = crossbeam_epoch::pin();
+        let ctx = self.ctx_ref(&guard);
+        let start = if path.first() == Some(&b'/') || dirfd.is_cwd() {
+            Start {
+                mnt: &ctx.cwd.mnt,
+                d: ctx.cwd.d.ptr(),
+            }
+        } else {
+            let held = dirfd.lookup(&self.files, &guard)?;
+            match &held.dir {
+                Some(d) => Start {
+                    mnt: &held.mnt,
+                    d: d.ptr(),
+                },
+                None if path.is_empty() => Start {
+                    mnt: &held.mnt,
+                    d: ctx.cwd.d.ptr(), // unused: empty paths are handled by the caller
+                },
+                None => return Err(Errno::ENOTDIR),
+            }
+        };
+        let cx = Ctx {
+            vfs: &self.vfs,
+            root_mnt: &ctx.root.mnt,
+            root: ctx.root.d.ptr(),
+            creds: self.creds_ref(&guard),
+            creds_id: self.creds_box(&guard).id,
+            guard: &guard,
+        };
+        f(&cx, start)
+    }
+
+    // ---------------------------------------------------------------- parents
+
+    /// Resolves the parent of `path`'s last component (fast, then locked), held.
+    fn parent_of<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        links: &mut u32,
+    ) -> Result<Parent<'a, 'g>> {
+        if !cx.vfs.check_mode() {
+            return Self::parent_of_inner(cx, start, path, links);
+        }
+        // Check mode: what the cache or the fast walk gave must be what the locked walk
+        // gives, unless the namespace changed meanwhile.
+        let before = effects::reading();
+        let base = *links;
+        let r = Self::parent_of_inner(cx, start, path, links);
+        let summary = |p: &Pos<'_>, l: &Last<'_>, t: bool| {
+            let name: &[u8] = match l {
+                Last::Normal(c) => c.bytes,
+                Last::Dot => b".",
+                Last::DotDot => b"..",
+                Last::Root => b"/",
+            };
+            (
+                Arc::as_ptr(p.mnt) as usize,
+                p.d.as_ptr() as usize,
+                name.to_vec(),
+                t,
+            )
+        };
+        let fast = r
+            .as_ref()
+            .map(|p| summary(&p.pos, &p.last, p.trailing))
+            .map_err(|e| *e);
+        let mut l2 = base;
+        let locked = start.pos(true, cx.guard).and_then(|sp| {
+            walk::walk(
+                cx,
+                sp,
+                path,
+                Flags {
+                    follow: false,
+                    parent: true,
+                },
+                true,
+                &mut l2,
+            )
+            .map(|w| match w.found {
+                Found::Parent(p, l, t) => summary(&p, &l, t),
+                Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+            })
+        });
+        walk::compare(cx.vfs, before, &fast, locked);
+        r
+    }
+
+    fn parent_of_inner<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        links: &mut u32,
+    ) -> Result<Parent<'a, 'g>> {
+        // The parent of "dir/name" is what a full walk of "dir" reaches: try the path cache
+        // under that key (not for restarts through symlink bodies, which count links).
+        let split = match path.iter().rposition(|&b| b == b'/') {
+            Some(i) if *links == 0 && cx.creds_id != 0 && i + 1 < path.len() => {
+                let name = &path[i + 1..];
+                let dir = if i == 0 { &path[..1] } else { &path[..i] };
+                (name != b"." && name != b"..").then_some((dir, name))
+            }
+            _ => None,
+        };
+        let vfs = cx.vfs;
+        let ns = ns_changes();
+        let gen = ns.snapshot();
+        let ms = vfs.mount_seq().read_begin();
+        let key_start = |dir: &[u8]| {
+            if dir[0] == b'/' {
+                (cx.root, cx.root_mnt)
+            } else {
+                (start.d, start.mnt)
+            }
+        };
+        let key = split.map(|(dir, _)| pathcache::Key {
+            vfs: vfs.id,
+            creds: cx.creds_id,
+            root: cx.root.as_ptr(),
+            root_mnt: cx.root_mnt.id,
+            start: key_start(dir).0.as_ptr(),
+            start_mnt: key_start(dir).1.id,
+            follow: true,
+        });
+        let dir_hash = split.map_or(0, |(dir, _)| crate::name::path_hash(dir));
+        if let (Some((dir, name)), Some(key), Some(gen), Some(ms)) = (split, &key, gen, ms) {
+            if let Some(h) = cached(cx, key, dir, dir_hash, gen, ms) {
+                let searchable = h
+                    .pos
+                    .inode
+                    .is_some_and(|i| i.is_dir() && i.may_search(cx.creds).is_ok());
+                if searchable {
+                    if let Some(hold) = h.pos.mnt.hold(&vfs.mount_sync, ms, false) {
+                        if h.still_valid(cx) {
+                            return Ok(Parent {
+                                pos: h.pos,
+                                last: Last::Normal(crate::name::scan(name)),
+                                trailing: false,
+                                _hold: hold,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        let base = *links;
+        let (w, hold): (Walked<'a, 'g>, MountHold<'g>) = retry(|locked| {
+            *links = base;
+            let w = walk::walk(
+                cx,
+                start.pos(locked, cx.guard)?,
+                path,
+                Flags {
+                    follow: false,
+                    parent: true,
+                },
+                locked,
+                links,
+            )?;
+            let hold = w.hold(cx)?;
+            if let (false, Some((dir, _)), Some(key), Some(gen), Some(ms)) =
+                (locked, split, key, gen, ms)
+            {
+                let p = w.pos();
+                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
+                    if ns.snapshot() == Some(gen) {
+                        pathcache::insert(
+                            key,
+                            cx.root,
+                            key_start(dir).0,
+                            dir,
+                            dir_hash,
+                            gen,
+                            ms,
+                            p.mnt.dev(),
+                            idx,
+                            p.d,
+                            p.seq,
+                        );
+                    }
+                }
+            }
+            Ok((w, hold))
+        })?;
+        match w.found {
+            Found::Parent(pos, last, trailing) => Ok(Parent {
+                pos,
+                last,
+                trailing,
+                _hold: hold,
+            }),
+            Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        }
+    }
+
+    /// Resolves `path` to the object it names (fast, then locked), held.
+    fn resolve<'g>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<(Pos<'g>, MountHold<'g>)> {
+        retry(|locked| {
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
+            let h = w.hold(cx)?;
+            Ok((w.pos(), h))
+        })
+    }
+
+    /// Resolves `path` to the object it names (fast, then locked), without a hold: for
+    /// callers that only read what they find.
+    fn resolve_unheld<'g>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &[u8],
+        follow: bool,
+    ) -> Result<Pos<'g>> {
+        retry(|locked| {
+            let w = start.walk(cx, path, Flags::object(follow), locked)?;
+            w.validate(cx)?;
+            Ok(w.pos())
+        })
+    }
+
+    fn dir_of<'g>(p: &Pos<'g>) -> Result<&'g Mutex<DirState>> {
+        p.inode.and_then(|i| i.dir()).ok_or(Errno::ENOTDIR)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // SAFETY: we are the last user of this process's pointers.
+        unsafe {
+            let g = crossbeam_epoch::unprotected();
+            let c = self.ctx.load(Relaxed, g);
+            if !c.is_null() {
+                drop(c.into_owned());
+            }
+            let c = self.creds.load(Relaxed, g);
+            if !c.is_null() {
+                drop(c.into_owned());
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Process {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Process({:?})", self.creds())
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send_sync() {
+    fn ok<T: Send + Sync>() {}
+    ok::<Process>();
+    ok::<Vfs>();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::name::scan;
+
+    /// Issue 8, defect 3, without the race: a directory rename is in progress (its change
+    /// begun, its `d_move` done, its end not yet reached) when a thread that has seen the
+    /// move stats the old path. Walks made while the change was in progress must not
+    /// answer now. In check mode the engine judges the answer itself: a stale cached one
+    /// panics there (mutations are bracketed tightly, so the finished `d_move` excuses
+    /// nothing), which is how check mode sees this defect.
+    fn stale_answer_mid_rename(check: bool) {
+        let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(check);
+        let p = vfs.process(Creds::root());
+        p.create_dir_all("/a/b").unwrap();
+        p.write_file("/a/b/f", b"x").unwrap();
+        let change = NsChange::begin();
+        // Walks during the change (twice: a path is cached from its second miss).
+        for _ in 0..3 {
+            p.stat("/a/b/f").unwrap();
+        }
+        // The rename's effect, inside its change.
+        {
+            let fs = &vfs.root_mount().fs;
+            let g = crossbeam_epoch::pin();
+            let root = fs.root().ptr();
+            let dir = root.get().inode(&g).unwrap().dir().unwrap();
+            let mut st = dir.lock();
+            let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
+            fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
+        }
+        // Seen: the new name resolves.
+        p.stat("/z/b/f").unwrap();
+        assert_eq!(
+            p.stat("/a/b/f"),
+            Err(Errno::ENOENT),
+            "an answer from before the move"
+        );
+        drop(change);
+        assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
+        assert_eq!(vfs.check_failures(), 0);
+    }
+
+    #[test]
+    fn no_stale_answer_mid_rename() {
+        stale_answer_mid_rename(false);
+    }
+
+    #[test]
+    fn check_mode_sees_a_stale_answer_mid_rename() {
+        stale_answer_mid_rename(true);
+    }
+}

@@ -1,0 +1,565 @@
+//! Opening, and what is done with an open description: read, write, seek, sync, dup,
+//! close.
+
+use super::*;
+
+impl Process {
+    /// `open(2)`.
+    pub fn open(&self, path: impl AsRef<Path>, flags: OFlags, mode: u32) -> Result<Fd> {
+        self.openat(Fd::CWD, path, flags, mode)
+    }
+
+    /// `openat(2)`.
+    pub fn openat(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<Fd> {
+        let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
+        self.files.insert(Arc::new(of))
+    }
+
+    /// `openat(2)`, returning the description as a [`Handle`] instead of installing it
+    /// in the descriptor table: the same checks and effects (creation, truncation), but
+    /// no descriptor number is taken, so `EMFILE` cannot happen. Dropping the handle
+    /// closes it.
+    pub fn openat_handle(
+        &self,
+        dirfd: impl Desc,
+        path: impl AsRef<Path>,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<Handle> {
+        let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
+        Ok(Handle::new(Arc::new(of)))
+    }
+
+    /// The open description `openat` installs.
+    pub(super) fn open_description(
+        &self,
+        dirfd: impl Desc,
+        path: &Path,
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        let path = cpath(path)?;
+        if path.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        let mut flags = flags;
+        if flags.contains(OFlags::CREAT) && flags.contains(OFlags::DIRECTORY) {
+            // Linux `build_open_flags`: O_CREAT with O_DIRECTORY or O_TMPFILE is EINVAL.
+            return Err(Errno::EINVAL);
+        }
+        if flags.contains(OFlags::PATH) {
+            flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
+        }
+        self.at(dirfd, path, |cx, start| {
+            if flags.contains(OFlags::TMPFILE) {
+                self.open_tmpfile(cx, start, path, flags, mode)
+            } else if flags.contains(OFlags::CREAT) {
+                self.open_creat(cx, start, path, flags, mode)
+            } else {
+                self.open_existing(cx, start, path, flags)
+            }
+        })
+    }
+
+    /// Opens an existing object: the fast walk, then references, then validation.
+    pub(super) fn open_existing(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+    ) -> Result<OpenFile> {
+        let wf = Flags::object(!flags.contains(OFlags::NOFOLLOW));
+        if cx.vfs.check_mode() {
+            // Check mode covers open's walk: `with_walk` compares fast and locked.
+            let _ = with_walk(cx.vfs, |locked| {
+                let w = start.walk(cx, path, wf, locked)?;
+                let p = w.pos();
+                w.validate(cx)?;
+                Ok((Arc::as_ptr(p.mnt) as usize, p.d.as_ptr() as usize))
+            });
+        }
+        let of = retry(|locked| {
+            let w = start.walk(cx, path, wf, locked)?;
+            let p = w.pos();
+            let inode = p.inode()?;
+            Self::may_open(inode, flags, cx.creds)?;
+            let of = Self::open_pos(p, flags, cx.guard)?;
+            // The open file counts as a user of its mount: confirm against umount.
+            w.confirm(cx)?;
+            Ok(of)
+        })?;
+        self.finish_open(&of, cx.creds)?;
+        Ok(of)
+    }
+
+    /// Takes the references an open file holds on what a walk found: the inode the walk
+    /// saw (which a dentry cannot have released while the guard is held), and, for a
+    /// directory, its dentry, unless it died meanwhile (`Retry`: walk again).
+    pub(super) fn open_pos(
+        p: Pos<'_>,
+        flags: OFlags,
+        guard: &Guard,
+    ) -> std::result::Result<OpenFile, Fail> {
+        let inode = inode_arc(p.inode()?, guard);
+        let dir = if inode.is_dir() {
+            Some(DRef::try_get(p.d).ok_or(Fail::Retry)?)
+        } else {
+            None
+        };
+        // Evicted since the walk found it (unlinked and closed): walk again.
+        OpenFile::new(p.mnt, dir, inode, flags).ok_or(Fail::Retry)
+    }
+
+    /// Linux `may_open` for an existing object.
+    pub(super) fn may_open(inode: &Inode, flags: OFlags, creds: &Creds) -> Result<()> {
+        let ty = inode.mode() & S_IFMT;
+        if flags.contains(OFlags::DIRECTORY) && ty != S_IFDIR {
+            return Err(Errno::ENOTDIR);
+        }
+        if ty == S_IFLNK {
+            if flags.contains(OFlags::PATH) && flags.contains(OFlags::NOFOLLOW) {
+                return Ok(());
+            }
+            return Err(Errno::ELOOP);
+        }
+        if flags.contains(OFlags::PATH) {
+            return Ok(());
+        }
+        let (read, write) = acc_mode(flags);
+        let write = write || flags.contains(OFlags::TRUNC);
+        if ty == S_IFDIR && (write || flags.contains(OFlags::CREAT)) {
+            return Err(Errno::EISDIR);
+        }
+        let mut mask = Access::F_OK;
+        if read {
+            mask |= Access::R_OK;
+        }
+        if write {
+            mask |= Access::W_OK;
+        }
+        inode.permission(creds, mask)?;
+        // Only the owner (or root, as CAP_FOWNER) may keep reads from touching atime.
+        if flags.contains(OFlags::NOATIME) && creds.uid != 0 && creds.uid != inode.uid() {
+            return Err(Errno::EPERM);
+        }
+        match ty {
+            S_IFCHR | S_IFBLK => Err(Errno::ENXIO),
+            S_IFIFO if flags.writable() && flags.contains(OFlags::NONBLOCK) => Err(Errno::ENXIO),
+            S_IFSOCK => Err(Errno::ENXIO),
+            _ => Ok(()),
+        }
+    }
+
+    /// Linux `may_create_in_sticky` with `fs.protected_regular = 0` and
+    /// `fs.protected_fifos = 0` (Debian's defaults): an `O_CREAT` open that finds another
+    /// user's non-regular object in a world-writable sticky directory is refused.
+    pub(super) fn may_create_in_sticky(dir: &Inode, inode: &Inode, creds: &Creds) -> Result<()> {
+        let dm = dir.mode();
+        let ty = inode.mode() & S_IFMT;
+        if dm & S_ISVTX == 0 || ty == S_IFREG || ty == S_IFIFO {
+            return Ok(());
+        }
+        if inode.uid() == dir.uid() || inode.uid() == creds.uid {
+            return Ok(());
+        }
+        if dm & 0o002 != 0 {
+            return Err(Errno::EACCES);
+        }
+        Ok(())
+    }
+
+    /// What follows a successful open of an existing regular file: `O_TRUNC`.
+    pub(super) fn finish_open(&self, of: &OpenFile, creds: &Creds) -> Result<()> {
+        if of.flags.contains(OFlags::TRUNC) && !of.is_path() && of.inode.mode() & S_IFMT == S_IFREG
+        {
+            self.truncate_inode(&of.mnt.fs, &of.inode, 0, creds, true)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn open_creat(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        let mut links = 0;
+        let mut start = start;
+        let mut path: &[u8] = path;
+        // Restarted with a symlink body when the last component is a symlink to follow.
+        loop {
+            let par = Self::parent_of(cx, start, path, &mut links)?;
+            let (parent, trailing) = (par.pos, par.trailing);
+            let c = match par.last {
+                Last::Normal(c) => c,
+                // Linux `do_open`: the name exists (it is a directory).
+                _ if flags.contains(OFlags::EXCL) => return Err(Errno::EEXIST),
+                _ => return Err(Errno::EISDIR),
+            };
+            if trailing {
+                return Err(Errno::EISDIR);
+            }
+            let dirm = Self::dir_of(&parent)?;
+            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let fs = &parent.mnt.fs;
+            let mut st = dirm.lock();
+            let existing = if st.dead {
+                None
+            } else {
+                fs.dcache.lookup_locked(&parent.d, &c, cx.guard)
+            };
+            if let Some(d) = existing {
+                if let Some(inode) = d.get().inode(cx.guard) {
+                    // Held under the directory lock, where the name still links it: a racing
+                    // unlink cannot evict it any more. (With O_CREAT a directory is EISDIR
+                    // below, so no dentry is needed.)
+                    let held = OpenFile::new(parent.mnt, None, inode_arc(inode, cx.guard), flags)
+                        .expect("a linked inode can be held");
+                    drop(st);
+                    if flags.contains(OFlags::EXCL) {
+                        return Err(Errno::EEXIST);
+                    }
+                    if let Some(body) = inode.symlink_target() {
+                        if flags.contains(OFlags::NOFOLLOW) {
+                            Self::may_create_in_sticky(dir_inode, inode, cx.creds)?;
+                            return Err(Errno::ELOOP);
+                        }
+                        links += 1;
+                        if links > limits::MAXSYMLINKS {
+                            return Err(Errno::ELOOP);
+                        }
+                        start = Start {
+                            mnt: parent.mnt,
+                            d: parent.d,
+                        };
+                        path = body;
+                        continue;
+                    }
+                    if d.flags() & MOUNTED != 0 {
+                        // A mount point: open what is mounted there.
+                        let rest: &[u8] = c.bytes;
+                        return self.open_existing(
+                            cx,
+                            Start {
+                                mnt: parent.mnt,
+                                d: parent.d,
+                            },
+                            rest,
+                            flags,
+                        );
+                    }
+                    Self::may_open(inode, flags, cx.creds)?;
+                    self.finish_open(&held, cx.creds)?;
+                    return Ok(held);
+                }
+            }
+            if st.dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(&c)?;
+            dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            let t = now();
+            let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
+            let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
+            let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
+            Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
+            // Held before the lock goes: the file is ours even if it is unlinked at once.
+            let of = OpenFile::new(parent.mnt, None, inode, flags).expect("a linked inode");
+            drop(st);
+            dir_inode.dir_changed(1, t);
+            return Ok(of);
+        }
+    }
+
+    pub(super) fn open_tmpfile(
+        &self,
+        cx: &Ctx<'_>,
+        start: Start<'_>,
+        path: &[u8],
+        flags: OFlags,
+        mode: u32,
+    ) -> Result<OpenFile> {
+        if !acc_mode(flags).1 {
+            return Err(Errno::EINVAL);
+        }
+        let (p, _hold) = Self::resolve(cx, start, path, true)?;
+        let dir = p.inode.ok_or(Errno::ENOENT)?;
+        if !dir.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        dir.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+        let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
+        let (uid, gid, m) = init_owner(dir, cx.creds, m);
+        let inode = p.mnt.fs.new_inode(m, uid, gid, 0, None, now())?;
+        // No link: the creator's hold is the description's.
+        inode.add_links(-1, None);
+        Ok(OpenFile::with_hold(p.mnt, None, inode, flags))
+    }
+
+    /// Opens the object `fd` refers to again, with new `flags` (what Linux does through
+    /// `/proc/self/fd/N`): an `O_PATH` descriptor becomes a readable or writable one after
+    /// the usual permission checks, including for an unlinked file. Creation flags are
+    /// ignored; `O_TRUNC` truncates. For frontends (FUSE) that name files by handle.
+    pub fn reopen(&self, fd: impl Desc, flags: OFlags) -> Result<Fd> {
+        let of = self.reopen_description(fd, flags)?;
+        self.files.insert(Arc::new(of))
+    }
+
+    /// [`reopen`](Self::reopen), returning the new description as a [`Handle`] (see
+    /// [`openat_handle`](Self::openat_handle)).
+    pub fn reopen_handle(&self, fd: impl Desc, flags: OFlags) -> Result<Handle> {
+        let of = self.reopen_description(fd, flags)?;
+        Ok(Handle::new(Arc::new(of)))
+    }
+
+    pub(super) fn reopen_description(&self, fd: impl Desc, flags: OFlags) -> Result<OpenFile> {
+        let old = self.file(fd)?;
+        // Drop the creation bits (O_TMPFILE without its O_DIRECTORY part).
+        let mut flags = OFlags(flags.0 & !(OFlags::CREAT.0 | OFlags::EXCL.0 | 0o20000000));
+        if flags.contains(OFlags::PATH) {
+            flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
+        }
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let ty = old.inode.mode() & S_IFMT;
+        if ty == S_IFLNK && !flags.contains(OFlags::PATH) {
+            return Err(Errno::ELOOP);
+        }
+        Self::may_open(&old.inode, flags | OFlags::NOFOLLOW, creds)?;
+        let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
+            .expect("held by the old description");
+        self.finish_open(&of, creds)?;
+        Ok(of)
+    }
+
+    /// `close(2)`.
+    pub fn close(&self, fd: Fd) -> Result<()> {
+        self.files.remove(fd)
+    }
+
+    /// The description behind `fd` for I/O of `len` bytes at `pos` (the file position when
+    /// `None`), checked in Linux's order: the access mode (`EBADF`), the range
+    /// (`rw_verify_area`: `EINVAL` if it passes `i64::MAX`), then the kind (`EISDIR`).
+    pub(super) fn io_file(
+        &self,
+        fd: impl Desc,
+        write: bool,
+        pos: Option<u64>,
+        len: usize,
+    ) -> Result<FileRef> {
+        let f = self.file(fd)?;
+        let allowed = if write {
+            f.flags.writable()
+        } else {
+            f.flags.readable()
+        };
+        if f.is_path() || !allowed {
+            return Err(Errno::EBADF);
+        }
+        let pos = pos.unwrap_or_else(|| *f.pos.lock());
+        if pos > i64::MAX as u64 || (pos as i64).checked_add(len as i64).is_none() {
+            return Err(Errno::EINVAL);
+        }
+        if f.inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        Ok(f)
+    }
+
+    pub(super) fn read_inode(f: &OpenFile, buf: &mut [u8], off: u64) -> Result<usize> {
+        match &f.inode.contents {
+            crate::inode::Contents::File(d) => {
+                let n = {
+                    let data = d.read();
+                    data.read(buf, off, f.inode.size())
+                };
+                if !f.flags.contains(OFlags::NOATIME) {
+                    f.inode.read_accessed(now());
+                }
+                Ok(n)
+            }
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    pub(super) fn write_inode(
+        &self,
+        f: &OpenFile,
+        buf: &[u8],
+        off: Option<u64>,
+    ) -> Result<(usize, u64)> {
+        let crate::inode::Contents::File(d) = &f.inode.contents else {
+            return Err(Errno::EINVAL);
+        };
+        let g = crossbeam_epoch::pin();
+        let creds = self.creds_ref(&g);
+        let mut data = d.write();
+        let size = f.inode.size();
+        let off = match off {
+            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
+            _ => size,
+        };
+        if buf.is_empty() {
+            return Ok((0, off));
+        }
+        // Linux `generic_write_checks_count`: nothing at or past the maximum size, and a
+        // write that would pass it is cut short there.
+        if off >= MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let mut n = (buf.len() as u64).min(MAX_FILE_SIZE - off);
+        // The pages the write adds are charged before any byte changes. With too few left,
+        // the write is cut short where the pages it could charge end (as tmpfs does, page
+        // by page), or fails with ENOSPC if not one byte fits: never a change then an error,
+        // and never a page kept without its charge.
+        let need = data.missing_pages(off, off + n);
+        let got = f.mnt.fs.charge_pages_up_to(need);
+        if got < need {
+            let limit = data.prefix_adding(off, off + n, got);
+            if limit == off {
+                f.mnt.fs.uncharge_pages(got);
+                return Err(Errno::ENOSPC);
+            }
+            n = limit - off;
+        }
+        let end = off + n;
+        let added = data.write(&buf[..n as usize], off);
+        debug_assert_eq!(added, got, "pages added and charged differ");
+        let t = now();
+        let kill = write_kill_bits(&f.inode, creds);
+        f.inode.update(&AttrUpdate {
+            size: Some(size.max(end)),
+            pages_delta: added as i64,
+            perm: (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill),
+            times: Times::modify(t),
+            ..Default::default()
+        });
+        Ok((n as usize, end))
+    }
+
+    /// `read(2)`.
+    pub fn read(&self, fd: impl Desc, buf: &mut [u8]) -> Result<usize> {
+        let f = self.io_file(fd, false, None, buf.len())?;
+        let mut pos = f.pos.lock();
+        let n = Self::read_inode(&f, buf, *pos)?;
+        *pos += n as u64;
+        Ok(n)
+    }
+
+    /// `pread(2)`.
+    pub fn pread(&self, fd: impl Desc, buf: &mut [u8], off: u64) -> Result<usize> {
+        // A negative offset is refused before the descriptor is looked at.
+        if off > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        let f = self.io_file(fd, false, Some(off), buf.len())?;
+        Self::read_inode(&f, buf, off)
+    }
+
+    /// `write(2)`.
+    pub fn write(&self, fd: impl Desc, buf: &[u8]) -> Result<usize> {
+        let f = self.io_file(fd, true, None, buf.len())?;
+        let mut pos = f.pos.lock();
+        let (n, end) = self.write_inode(&f, buf, Some(*pos))?;
+        *pos = end;
+        Ok(n)
+    }
+
+    /// `pwrite(2)` (with `O_APPEND` it appends, as on Linux).
+    pub fn pwrite(&self, fd: impl Desc, buf: &[u8], off: u64) -> Result<usize> {
+        if off > i64::MAX as u64 {
+            return Err(Errno::EINVAL);
+        }
+        // The range is checked at `off` even with O_APPEND, as on Linux.
+        let f = self.io_file(fd, true, Some(off), buf.len())?;
+        Ok(self.write_inode(&f, buf, Some(off))?.0)
+    }
+
+    /// `lseek(2)`, with `SEEK_DATA` and `SEEK_HOLE`, as tmpfs computes it: an offset that
+    /// overflows is negative, hence `EINVAL`. On a directory the offset is a readdir cookie,
+    /// and only `SEEK_SET` and `SEEK_CUR` apply.
+    pub fn lseek(&self, fd: impl Desc, off: i64, whence: Whence) -> Result<u64> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        let mut pos = f.pos.lock();
+        let cur = *pos as i64;
+        if f.inode.is_dir() {
+            // Linux `offset_dir_llseek`.
+            let new = match whence {
+                Whence::Set => off,
+                Whence::Cur => cur.wrapping_add(off),
+                _ => return Err(Errno::EINVAL),
+            };
+            if new < 0 {
+                return Err(Errno::EINVAL);
+            }
+            *pos = new as u64;
+            return Ok(new as u64);
+        }
+        let size = f.inode.size() as i64;
+        // Linux `generic_file_llseek_size` and `shmem_file_llseek`.
+        let new = match whence {
+            Whence::Set => off,
+            Whence::Cur if off == 0 => return Ok(*pos),
+            Whence::Cur => cur.wrapping_add(off),
+            Whence::End => size.wrapping_add(off),
+            Whence::Data | Whence::Hole => {
+                if off < 0 {
+                    return Err(Errno::ENXIO);
+                }
+                let data = whence == Whence::Data;
+                let r = match &f.inode.contents {
+                    crate::inode::Contents::File(d) => d.read().seek(off, size, data)?,
+                    _ if off >= size => return Err(Errno::ENXIO),
+                    _ if data => off,
+                    _ => size,
+                };
+                if r < 0 {
+                    // tmpfs's wrapped offset, handed back as it is (the position stays).
+                    return Ok(r as u64);
+                }
+                r
+            }
+        };
+        if new < 0 {
+            return Err(Errno::EINVAL);
+        }
+        *pos = new as u64;
+        Ok(new as u64)
+    }
+
+    /// `fsync(2)`: memfs holds everything in memory; checks the descriptor.
+    pub fn fsync(&self, fd: impl Desc) -> Result<()> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        Ok(())
+    }
+
+    /// `fdatasync(2)`.
+    pub fn fdatasync(&self, fd: impl Desc) -> Result<()> {
+        self.fsync(fd)
+    }
+
+    /// `dup(2)`.
+    pub fn dup(&self, fd: Fd) -> Result<Fd> {
+        self.files.dup(fd)
+    }
+
+    /// `dup2(2)`.
+    pub fn dup2(&self, old: Fd, new: Fd) -> Result<Fd> {
+        self.files.dup2(old, new)
+    }
+}
