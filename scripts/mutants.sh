@@ -84,11 +84,19 @@ for f in "${files[@]}"; do
         # cargo-mutants exits 0 (all caught), 2 (some missed) or 3 (some timed out); any
         # other code (4: the unmutated tree failed) means no result, and the shard is not
         # marked finished.
-        rc=0
-        SCALEVFS_RACE_SECS="${SCALEVFS_RACE_SECS:-0.3}" PROPTEST_CASES="${PROPTEST_CASES:-32}" \
-            cargo mutants "${common[@]}" --timeout "${TIMEOUT_SECS:-60}" -- \
-            --lib --test smoke --test semantics --test stress --test races --test plans \
-            --test memory --test space || rc=$?
+        # A run killed mid-build can leave a corrupt artifact behind that cargo still calls
+        # fresh (the baseline then fails to link): clean the engine's artifacts and try once
+        # more.
+        for attempt in 1 2; do
+            rc=0
+            SCALEVFS_RACE_SECS="${SCALEVFS_RACE_SECS:-0.3}" PROPTEST_CASES="${PROPTEST_CASES:-32}" \
+                cargo mutants "${common[@]}" --timeout "${TIMEOUT_SECS:-60}" -- \
+                --lib --test smoke --test semantics --test stress --test races --test plans \
+                --test memory --test space || rc=$?
+            [ "$rc" = 4 ] && [ "$attempt" = 1 ] || break
+            echo "mutants.sh: the unmutated tree failed; cleaning its build and trying again" >&2
+            (cd "$tree" && cargo clean -q -p scalevfs --profile mutants)
+        done
         case $rc in
         0 | 2 | 3) ;;
         *)
