@@ -90,7 +90,8 @@ pub fn spawn(
 /// until it is unmounted: by `umount`/`fusermount3 -u`, or by `SIGINT`, `SIGTERM` or
 /// `SIGHUP` to this process. The first signal unmounts normally; if the mount is busy, the
 /// error is printed and a second signal detaches it (lazy unmount), after which serving
-/// goes on until the last user lets go. `ready` runs once the mount is in place.
+/// goes on until the last user lets go. `SIGUSR1` prints the namespace's statistics
+/// ([`scalevfs::VfsStats`]) on standard error. `ready` runs once the mount is in place.
 ///
 /// Blocks those signals in the calling thread (and so in the threads it starts): call it
 /// before starting other threads.
@@ -101,7 +102,12 @@ pub fn mount(
     ready: impl FnOnce(),
 ) -> io::Result<()> {
     let mut signals = SigSet::empty();
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
         signals.add(s);
     }
     signals.thread_block().map_err(io::Error::from)?;
@@ -109,11 +115,16 @@ pub fn mount(
     let mut se = fuser::Session::new(fs, mountpoint, &config(opts))?;
     let mut unmounter = se.unmount_callable();
     let mp = mountpoint.canonicalize()?;
+    let stats = vfs.clone();
     std::thread::Builder::new()
         .name("scalevfs-signals".into())
         .spawn(move || {
             let mut asked = 0;
             while let Ok(sig) = signals.wait() {
+                if sig == Signal::SIGUSR1 {
+                    eprintln!("scalevfs mount: {}", stats.stats());
+                    continue;
+                }
                 asked += 1;
                 if asked == 1 {
                     match unmounter.unmount() {

@@ -402,6 +402,11 @@ impl DHash {
         crate::name::key_hash(self.key, parent, name_hash)
     }
 
+    /// How many buckets the table has.
+    pub fn buckets(&self) -> usize {
+        self.mask + 1
+    }
+
     #[inline]
     fn bucket(&self, key: u64) -> usize {
         (key as usize) & self.mask

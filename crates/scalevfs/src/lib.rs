@@ -44,7 +44,7 @@ pub mod __bench;
 
 pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
-pub use memfs::{MemFs, MemFsOptions, NEGATIVE_FLOOR, TMPFS_MAGIC};
+pub use memfs::{MemFs, MemFsOptions, MemFsStats, NEGATIVE_FLOOR, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;
 pub use types::*;
@@ -96,6 +96,47 @@ pub struct Vfs {
     next_mount_id: AtomicU64,
     check: AtomicBool,
     check_failures: StripedCounter,
+    /// Walk statistics (see [`VfsStats`]); striped, and written only on the locked path.
+    pub(crate) counters: WalkCounters,
+}
+
+impl std::fmt::Display for VfsStats {
+    /// One line of `name=value` pairs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.root_fs;
+        write!(
+            f,
+            "fast_walk_fallbacks={} locked_rewalks={} inodes={} data_pages={} \
+             negative_entries={} hash_buckets={}",
+            self.fast_walk_fallbacks,
+            self.locked_rewalks,
+            r.inodes,
+            r.data_pages,
+            r.negative_entries,
+            r.hash_buckets
+        )
+    }
+}
+
+/// Counts of the walks that fell back to locked mode, kept per namespace.
+#[derive(Default)]
+pub(crate) struct WalkCounters {
+    pub(crate) fallbacks: StripedCounter,
+    pub(crate) rewalks: StripedCounter,
+}
+
+/// What a namespace has done and holds (sums of per-thread stripes, read without stopping
+/// anyone: each figure is exact when the namespace is quiet, approximate while it changes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VfsStats {
+    /// Calls whose lockless walk could not answer (a name not cached, a counter that moved)
+    /// and that walked again in locked mode.
+    pub fast_walk_fallbacks: u64,
+    /// Locked walks run again because what they found went away before the call took its
+    /// reference.
+    pub locked_rewalks: u64,
+    /// The root file system's figures.
+    pub root_fs: memfs::MemFsStats,
 }
 
 impl Vfs {
@@ -112,6 +153,7 @@ impl Vfs {
             next_mount_id: AtomicU64::new(2),
             check: AtomicBool::new(false),
             check_failures: StripedCounter::default(),
+            counters: WalkCounters::default(),
         })
     }
 
@@ -146,6 +188,15 @@ impl Vfs {
     /// How many disagreements check mode has seen.
     pub fn check_failures(&self) -> u64 {
         self.check_failures.sum() as u64
+    }
+
+    /// This namespace's statistics (see [`VfsStats`]).
+    pub fn stats(&self) -> VfsStats {
+        VfsStats {
+            fast_walk_fallbacks: self.counters.fallbacks.sum().max(0) as u64,
+            locked_rewalks: self.counters.rewalks.sum().max(0) as u64,
+            root_fs: self.root_mnt.fs.stats(),
+        }
     }
 
     pub(crate) fn root_mount(&self) -> &Arc<Mount> {

@@ -76,6 +76,19 @@ impl Default for MemFsOptions {
     }
 }
 
+/// What a memfs holds (sums of per-thread stripes: exact when it is quiet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemFsStats {
+    /// Inodes in use, from creation to eviction (unlinked-but-open ones included).
+    pub inodes: u64,
+    /// Data pages in use.
+    pub data_pages: u64,
+    /// Cached negative entries (names known not to exist).
+    pub negative_entries: u64,
+    /// The dentry hash's buckets.
+    pub hash_buckets: u64,
+}
+
 /// An in-memory file system.
 pub struct MemFs {
     /// Device number reported in `st_dev`.
@@ -306,6 +319,16 @@ impl MemFs {
     /// Records that `n` negative entries went away (dropped or turned positive).
     pub(crate) fn negative_gone(&self, n: i64) {
         self.negatives.add(-n);
+    }
+
+    /// What this file system holds (see [`MemFsStats`]).
+    pub fn stats(&self) -> MemFsStats {
+        MemFsStats {
+            inodes: self.inodes.used(),
+            data_pages: self.pages.used(),
+            negative_entries: self.negatives.sum().max(0) as u64,
+            hash_buckets: self.dcache.buckets() as u64,
+        }
     }
 
     /// What `statfs` reports.

@@ -563,23 +563,28 @@ fn dotdot<'g>(ctx: &Ctx<'g>, mut pos: Pos<'g>, locked: bool) -> Result<Pos<'g>, 
     }
 }
 
-/// Runs `op` in locked mode until it stops asking to walk again (see "Falling back").
-fn locked<T>(op: &mut impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
+/// Runs `op` in locked mode until it stops asking to walk again (see "Falling back"),
+/// counting the fallback and each walk again in `vfs`'s statistics.
+fn locked<T>(vfs: &Vfs, op: &mut impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
+    vfs.counters.fallbacks.add(1);
     loop {
         match op(true) {
             Ok(v) => return Ok(v),
             Err(Fail::Err(e)) => return Err(e),
-            Err(Fail::Retry) => std::hint::spin_loop(),
+            Err(Fail::Retry) => {
+                vfs.counters.rewalks.add(1);
+                std::hint::spin_loop()
+            }
         }
     }
 }
 
 /// Runs `op` with the fast walk, then locked if it asks to retry.
-pub(crate) fn retry<T>(mut op: impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
+pub(crate) fn retry<T>(vfs: &Vfs, mut op: impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
     match op(false) {
         Ok(v) => Ok(v),
         Err(Fail::Err(e)) => Err(e),
-        Err(Fail::Retry) => locked(&mut op),
+        Err(Fail::Retry) => locked(vfs, &mut op),
     }
 }
 
@@ -589,11 +594,11 @@ pub(crate) fn with_walk<T: PartialEq + std::fmt::Debug>(
     mut op: impl FnMut(bool) -> Result<T, Fail>,
 ) -> Result<T, Errno> {
     if !vfs.check_mode() {
-        return retry(op);
+        return retry(vfs, op);
     }
     let before = effects::reading();
     let fast = match op(false) {
-        Err(Fail::Retry) => return locked(&mut op),
+        Err(Fail::Retry) => return locked(vfs, &mut op),
         Err(Fail::Err(e)) => Err(e),
         Ok(v) => Ok(v),
     };

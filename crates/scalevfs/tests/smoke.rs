@@ -632,3 +632,41 @@ fn handles_work_like_descriptors_without_a_table() {
         "the last handle freed the unlinked file"
     );
 }
+
+/// The namespace's statistics follow what it holds and how its walks went: inodes and pages
+/// as files come and go, a negative entry and one fallback to the locked walk for the first
+/// lookup of a missing name, and none for the second (the negative entry answers it
+/// lock-free).
+#[test]
+fn stats_follow_the_namespace() {
+    let vfs = Vfs::new_memfs();
+    let p = vfs.process(Creds::root());
+    let s0 = vfs.stats();
+    assert_eq!(s0.root_fs.inodes, 1, "the root");
+    assert_eq!(s0.root_fs.data_pages, 0);
+    assert_eq!(s0.root_fs.negative_entries, 0);
+    assert_eq!(
+        s0.root_fs.hash_buckets,
+        MemFsOptions::default().hash_buckets as u64
+    );
+    p.mkdir("/d", 0o755).unwrap();
+    for i in 0..10 {
+        p.write_file(format!("/d/f{i}"), &[7u8; 4096 * 3]).unwrap();
+    }
+    let s1 = vfs.stats();
+    assert_eq!(s1.root_fs.inodes, 12);
+    assert_eq!(s1.root_fs.data_pages, 30);
+    let before = vfs.stats();
+    assert_eq!(p.stat("/d/nope").unwrap_err(), Errno::ENOENT);
+    let after = vfs.stats();
+    assert_eq!(after.fast_walk_fallbacks, before.fast_walk_fallbacks + 1);
+    assert_eq!(after.root_fs.negative_entries, 1);
+    assert_eq!(p.stat("/d/nope").unwrap_err(), Errno::ENOENT);
+    assert_eq!(vfs.stats().fast_walk_fallbacks, after.fast_walk_fallbacks);
+    for i in 0..10 {
+        p.unlink(format!("/d/f{i}")).unwrap();
+    }
+    let s2 = vfs.stats();
+    assert_eq!(s2.root_fs.inodes, 2);
+    assert_eq!(s2.root_fs.data_pages, 0);
+}

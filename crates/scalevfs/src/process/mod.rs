@@ -626,7 +626,7 @@ impl Process {
             }
         }
         let base = *links;
-        let (w, hold): (Walked<'a, 'g>, MountHold<'g>) = retry(|locked| {
+        let (w, hold): (Walked<'a, 'g>, MountHold<'g>) = retry(cx.vfs, |locked| {
             *links = base;
             let w = walk::walk(
                 cx,
@@ -682,7 +682,7 @@ impl Process {
         path: &[u8],
         follow: bool,
     ) -> Result<(Pos<'g>, MountHold<'g>)> {
-        retry(|locked| {
+        retry(cx.vfs, |locked| {
             let w = start.walk(cx, path, Flags::object(follow), locked)?;
             let h = w.hold(cx)?;
             Ok((w.pos(), h))
@@ -697,7 +697,7 @@ impl Process {
         path: &[u8],
         follow: bool,
     ) -> Result<Pos<'g>> {
-        retry(|locked| {
+        retry(cx.vfs, |locked| {
             let w = start.walk(cx, path, Flags::object(follow), locked)?;
             w.validate(cx)?;
             Ok(w.pos())

@@ -85,7 +85,7 @@ impl Process {
                 Ok((Arc::as_ptr(p.mnt) as usize, p.d.as_ptr() as usize))
             });
         }
-        let of = retry(|locked| {
+        let of = retry(cx.vfs, |locked| {
             let w = start.walk(cx, path, wf, locked)?;
             let p = w.pos();
             let inode = p.inode()?;

@@ -23,7 +23,7 @@ impl Process {
             return Err(Errno::ENOENT);
         }
         let loc = self.at(Fd::CWD, path, |cx, start| {
-            retry(|locked| {
+            retry(cx.vfs, |locked| {
                 let w = start.walk(cx, path, Flags::object(true), locked)?;
                 let p = w.pos();
                 let i = p.inode()?;
