@@ -378,6 +378,18 @@ pub enum RcuLookup<'g> {
     Retry,
 }
 
+/// How many bucket locks a table of `n` buckets has: one per 64 buckets, at most 64 per CPU
+/// (seed 002: hashed locks sized by the CPUs that contend for them), between 64 and 4096,
+/// and never more than buckets.
+fn lock_count(n: usize) -> usize {
+    #[cfg(not(loom))]
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    #[cfg(loom)]
+    let cpus = 1;
+    let cap = (64 * cpus).next_power_of_two().clamp(64, 4096);
+    (n / 64).clamp(64, cap).min(n)
+}
+
 impl DHash {
     /// A table with `buckets` chains, rounded up to a power of two and clamped to
     /// [`MIN_BUCKETS`]..=[`MAX_BUCKETS`] (any value is safe).
@@ -391,7 +403,7 @@ impl DHash {
             // Buckets are packed eight to a line: padding each would cost 16x the memory,
             // and bucket heads are written only by inserts and removals.
             buckets: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
-            locks: LockTable::new((n / 64).clamp(64, 4096).min(n)),
+            locks: LockTable::new(lock_count(n)),
             mask: n - 1,
         }
     }

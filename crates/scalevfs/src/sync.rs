@@ -467,15 +467,25 @@ impl RefCount {
     }
 }
 
-/// How many stripes [`StripedCounter`] and [`LockTable`] use by default. Twice the cores
-/// of the machines we target keeps two threads off one line with high probability, while
-/// summing stays cheap.
+/// How many stripes a [`StripedCounter`] has: twice the CPUs, rounded up to a power of two
+/// (at most 64). Two threads then rarely share a line, summing stays cheap, and a counter
+/// costs 128 B per stripe only as the machine has CPUs to contend for it (512 B on 2 CPUs,
+/// not 8 KiB: a namespace holds several counters).
 #[cfg(not(loom))]
-const STRIPES: usize = 64;
+fn stripes() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (2 * cpus).next_power_of_two().min(64)
+    })
+}
+
 /// Under loom, two stripes: enough for the models' threads to land on different ones or the
 /// same one, and few objects for the model to track.
 #[cfg(loom)]
-const STRIPES: usize = 2;
+fn stripes() -> usize {
+    2
+}
 
 fn stripe_index() -> usize {
     use std::cell::Cell;
@@ -488,7 +498,7 @@ fn stripe_index() -> usize {
             return v;
         }
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let v = NEXT.fetch_add(1, Relaxed) % STRIPES;
+        let v = NEXT.fetch_add(1, Relaxed) % stripes();
         c.set(v);
         v
     })
@@ -504,7 +514,7 @@ pub struct StripedCounter {
 impl Default for StripedCounter {
     fn default() -> Self {
         StripedCounter {
-            stripes: (0..STRIPES)
+            stripes: (0..stripes())
                 .map(|_| CachePadded::new(AtomicI64::new(0)))
                 .collect(),
         }
