@@ -51,8 +51,10 @@ pub struct MemFsOptions {
     /// always get in to clean up. An inode counts against its owner from its creation to
     /// its eviction, and moves with `chown`.
     pub max_inodes_per_user: Option<u64>,
-    /// Dentry hash buckets: any value is accepted, rounded up to a power of two and clamped
-    /// to 16..=2^24.
+    /// Dentry hash buckets at first: any value is accepted, rounded up to a power of two and
+    /// clamped to 16..=2^24. The table grows fourfold (up to 2^24) whenever it holds more
+    /// than two dentries per bucket, so this only saves the first few growths of a tree
+    /// whose size is known. It also caps the bucket locks (never more than the first size).
     pub hash_buckets: usize,
     /// Cap on cached negative entries (lookups of missing names beyond it are not cached).
     /// `None` (the default): proportional to the tree, [`NEGATIVE_FLOOR`] plus one per inode
@@ -70,7 +72,7 @@ impl Default for MemFsOptions {
             max_inodes: None,
             max_bytes: None,
             max_inodes_per_user: None,
-            hash_buckets: 1 << 17,
+            hash_buckets: 256,
             max_negative: None,
         }
     }

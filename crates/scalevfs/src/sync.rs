@@ -705,7 +705,7 @@ impl std::fmt::Debug for PerUserCounts {
 /// A padded table of mutexes chosen by hashing a key (seed 002's hashed locks): rarely
 /// taken per-object locks without a lock word in every object.
 pub struct LockTable {
-    locks: Box<[CachePadded<parking_lot::Mutex<()>>]>,
+    locks: Box<[CachePadded<Mutex<()>>]>,
 }
 
 impl LockTable {
@@ -713,14 +713,11 @@ impl LockTable {
     pub fn new(n: usize) -> LockTable {
         let n = n.next_power_of_two();
         LockTable {
-            locks: (0..n)
-                .map(|_| CachePadded::new(parking_lot::Mutex::new(())))
-                .collect(),
+            locks: (0..n).map(|_| CachePadded::new(Mutex::new(()))).collect(),
         }
     }
 
     /// How many locks the table has (a power of two).
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.locks.len()
     }
@@ -728,7 +725,7 @@ impl LockTable {
     /// The lock for `index` (taken modulo the table's size: indexes that are equal modulo
     /// [`LockTable::len`] share a lock).
     #[inline]
-    pub fn lock(&self, index: usize) -> parking_lot::MutexGuard<'_, ()> {
+    pub(crate) fn lock(&self, index: usize) -> MutexGuard<'_, ()> {
         self.locks[index & (self.locks.len() - 1)].lock()
     }
 }

@@ -339,3 +339,72 @@ fn check_mode_sees_every_change() {
         assert_eq!(vfs.check_failures(), 0);
     }
 }
+
+/// The dentry hash grows (fourfold, several times) while two threads create in their own
+/// directories and two others stat names already created: no stat of an existing name
+/// fails, no create is lost, and every directory lists what was made in it.
+#[test]
+fn nothing_is_lost_while_the_dentry_hash_grows() {
+    use std::sync::atomic::AtomicUsize;
+    let vfs = Vfs::new(MemFs::new(MemFsOptions {
+        hash_buckets: 16,
+        ..MemFsOptions::default()
+    }));
+    let per_writer = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
+    let made = [AtomicUsize::new(0), AtomicUsize::new(0)];
+    let first = vfs.stats().root_fs.hash_buckets;
+    std::thread::scope(|s| {
+        for (w, made) in made.iter().enumerate() {
+            let p = vfs.process(Creds::root());
+            s.spawn(move || {
+                p.mkdir(format!("/w{w}"), 0o755).unwrap();
+                for i in 0..per_writer {
+                    let fd = p
+                        .open(format!("/w{w}/f{i}"), OFlags::CREAT | OFlags::WRONLY, 0o644)
+                        .unwrap();
+                    p.close(fd).unwrap();
+                    made.store(i + 1, Ordering::Release);
+                }
+            });
+        }
+        for r in 0..2u64 {
+            let p = vfs.process(Creds::root());
+            let made = &made;
+            s.spawn(move || {
+                let mut rng = Rng(0x9E37_79B9 + r);
+                loop {
+                    let done: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire)).collect();
+                    if done.iter().all(|&d| d == per_writer) {
+                        break;
+                    }
+                    let w = (rng.next() % 2) as usize;
+                    if done[w] == 0 {
+                        continue;
+                    }
+                    let i = rng.next() as usize % done[w];
+                    let path = format!("/w{w}/f{i}");
+                    if let Err(e) = p.stat(&path) {
+                        panic!("{path}: {e:?}, with {} made", done[w]);
+                    }
+                }
+            });
+        }
+    });
+    let st = vfs.stats().root_fs;
+    assert!(
+        st.hash_buckets >= 16 * first,
+        "the table grew: {first} -> {}",
+        st.hash_buckets
+    );
+    let p = vfs.process(Creds::root());
+    for w in 0..2 {
+        assert_eq!(p.read_dir(format!("/w{w}")).unwrap().len(), per_writer);
+        for i in 0..per_writer {
+            p.lstat(format!("/w{w}/f{i}")).unwrap();
+        }
+    }
+}
