@@ -1007,6 +1007,22 @@ mod loom_models {
 mod tests {
     use super::*;
 
+    /// Check mode's brackets: while a mutation runs, `reading` says so (`None`), and once it
+    /// is done the reading differs from the one before (other tests' mutations may open
+    /// brackets of their own meanwhile, which only make readings `None` or larger).
+    #[test]
+    fn effects_bracket_each_mutation() {
+        effects::enable(true);
+        let before = effects::reading();
+        let inside = effects::effect(effects::reading);
+        let after = effects::reading();
+        effects::enable(false);
+        assert_eq!(inside, None, "a mutation in progress reads as none");
+        if let (Some(b), Some(a)) = (before, after) {
+            assert!(a > b, "a finished mutation moves the reading: {b} -> {a}");
+        }
+    }
+
     #[test]
     fn seqcount_odd_blocks_readers() {
         let s = SeqCount::new();

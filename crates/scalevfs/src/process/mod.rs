@@ -792,4 +792,50 @@ mod tests {
     fn check_mode_sees_a_stale_answer_mid_rename() {
         stale_answer_mid_rename(true);
     }
+
+    /// A path cached before a rename of one of its directories is not answered after it:
+    /// the rename's namespace change invalidates every thread's cached paths (the final
+    /// dentry did not change, so nothing else would).
+    #[test]
+    fn a_rename_of_an_ancestor_invalidates_cached_paths() {
+        let p = Vfs::new_memfs().process(Creds::root());
+        p.create_dir_all("/a/b").unwrap();
+        p.write_file("/a/b/f", b"x").unwrap();
+        let before = pathcache::thread_stats().hits;
+        for _ in 0..3 {
+            p.stat("/a/b/f").unwrap();
+        }
+        assert!(pathcache::thread_stats().hits > before, "the path was cached");
+        p.rename("/a", "/z").unwrap();
+        assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
+        assert!(p.stat("/z/b/f").is_ok());
+    }
+
+    /// Check mode catches a wrong answer: a directory is moved behind the path cache's back
+    /// (its dentry moved with no namespace change, which only a bug would do), so the cached
+    /// path answers stale; the locked walk disagrees and no mutation excuses it.
+    #[test]
+    fn check_mode_catches_a_stale_answer() {
+        let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(true);
+        let p = vfs.process(Creds::root());
+        p.create_dir_all("/a/b").unwrap();
+        p.write_file("/a/b/f", b"x").unwrap();
+        for _ in 0..3 {
+            p.stat("/a/b/f").unwrap();
+        }
+        {
+            let fs = &vfs.root_mount().fs;
+            let g = crossbeam_epoch::pin();
+            let root = fs.root().ptr();
+            let dir = root.get().inode(&g).unwrap().dir().unwrap();
+            let mut st = dir.lock();
+            let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
+            fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.stat("/a/b/f")));
+        assert!(r.is_err(), "check mode let a stale answer through: {r:?}");
+        assert_eq!(vfs.check_failures(), 1);
+        vfs.set_check_mode(false);
+    }
 }
