@@ -805,7 +805,10 @@ mod tests {
         for _ in 0..3 {
             p.stat("/a/b/f").unwrap();
         }
-        assert!(pathcache::thread_stats().hits > before, "the path was cached");
+        assert!(
+            pathcache::thread_stats().hits > before,
+            "the path was cached"
+        );
         p.rename("/a", "/z").unwrap();
         assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
         assert!(p.stat("/z/b/f").is_ok());
