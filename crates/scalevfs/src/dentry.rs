@@ -1391,21 +1391,9 @@ mod loom_models {
         });
     }
 
-    /// Runs `f` in every interleaving; returns whether any execution saw a violation (`f`
-    /// returns true), so that a broken twin's model ends cleanly and its test can require
-    /// the violation.
+    /// Runs `f` over every interleaving (preemption bound 2); see `sync::loom_violated`.
     fn violated(f: impl Fn() -> bool + Sync + Send + 'static) -> bool {
-        use std::sync::atomic::{AtomicBool as StdBool, Ordering::SeqCst};
-        let seen = Arc::new(StdBool::new(false));
-        let s = seen.clone();
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
-        b.check(move || {
-            if f() {
-                s.store(true, SeqCst);
-            }
-        });
-        seen.load(SeqCst)
+        crate::sync::loom_violated(2, f)
     }
 
     /// The table is rehashed into a new array while a writer inserts `b` and a reader looks

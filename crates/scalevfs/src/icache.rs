@@ -879,20 +879,9 @@ mod loom_models {
 
     /// Two callers miss on one key at once: exactly one loads, and both get its object.
     /// Runs `f` over every interleaving (preemption bound 3, as the dentry hash's and mount
-    /// handshake's models); returns whether any execution saw a violation (`f` returns
-    /// true). Violations are recorded rather than panicked on, so that a broken twin's
-    /// model ends cleanly and its test can require the violation.
+    /// handshake's models); see `sync::loom_violated`.
     fn violated(f: impl Fn() -> bool + Sync + Send + 'static) -> bool {
-        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s = seen.clone();
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        b.check(move || {
-            if f() {
-                s.store(true, SeqCst);
-            }
-        });
-        seen.load(SeqCst)
+        crate::sync::loom_violated(3, f)
     }
 
     /// Two callers miss on one key at once: violated if both load (or either gets another

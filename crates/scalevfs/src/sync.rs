@@ -736,6 +736,27 @@ impl std::fmt::Debug for LockTable {
     }
 }
 
+/// Runs `f` over every interleaving loom finds within `preemption_bound`; returns whether
+/// any execution saw a violation (`f` returns true). Violations are recorded rather than
+/// panicked on, so that a broken twin's model ends cleanly and its test can require the
+/// violation (a panic inside a model aborts the process as loom tears it down).
+#[cfg(all(test, loom))]
+pub(crate) fn loom_violated(
+    preemption_bound: usize,
+    f: impl Fn() -> bool + Sync + Send + 'static,
+) -> bool {
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s = seen.clone();
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(preemption_bound);
+    b.check(move || {
+        if f() {
+            s.store(true, SeqCst);
+        }
+    });
+    seen.load(SeqCst)
+}
+
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;

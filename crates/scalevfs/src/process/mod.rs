@@ -744,6 +744,18 @@ mod tests {
     use super::*;
     use crate::name::scan;
 
+    /// Moves the root's child `a` to `z` in the dentry hash directly: the effect of a
+    /// rename, without the rename's namespace-change brackets around it.
+    fn move_a_to_z(vfs: &Vfs) {
+        let fs = &vfs.root_mount().fs;
+        let g = crossbeam_epoch::pin();
+        let root = fs.root().ptr();
+        let dir = root.get().inode(&g).unwrap().dir().unwrap();
+        let mut st = dir.lock();
+        let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
+        fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
+    }
+
     /// Issue 8, defect 3, without the race: a directory rename is in progress (its change
     /// begun, its `d_move` done, its end not yet reached) when a thread that has seen the
     /// move stats the old path. Walks made while the change was in progress must not
@@ -762,15 +774,7 @@ mod tests {
             p.stat("/a/b/f").unwrap();
         }
         // The rename's effect, inside its change.
-        {
-            let fs = &vfs.root_mount().fs;
-            let g = crossbeam_epoch::pin();
-            let root = fs.root().ptr();
-            let dir = root.get().inode(&g).unwrap().dir().unwrap();
-            let mut st = dir.lock();
-            let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
-            fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
-        }
+        move_a_to_z(&vfs);
         // Seen: the new name resolves.
         p.stat("/z/b/f").unwrap();
         assert_eq!(
@@ -827,15 +831,7 @@ mod tests {
         for _ in 0..3 {
             p.stat("/a/b/f").unwrap();
         }
-        {
-            let fs = &vfs.root_mount().fs;
-            let g = crossbeam_epoch::pin();
-            let root = fs.root().ptr();
-            let dir = root.get().inode(&g).unwrap().dir().unwrap();
-            let mut st = dir.lock();
-            let a = fs.dcache.lookup_locked(&root, &scan(b"a"), &g).unwrap();
-            fs.dcache.d_move(a, root, &scan(b"z"), &mut st, None, &g);
-        }
+        move_a_to_z(&vfs);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.stat("/a/b/f")));
         assert!(r.is_err(), "check mode let a stale answer through: {r:?}");
         assert_eq!(vfs.check_failures(), 1);
