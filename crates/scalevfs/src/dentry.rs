@@ -474,10 +474,17 @@ impl DHash {
         crate::name::key_hash(self.key, parent, name_hash)
     }
 
+    /// The current bucket array, read lock-free under `guard`.
+    #[inline]
+    fn table<'g>(&self, guard: &'g Guard) -> &'g Table {
+        // SAFETY: never null; a replaced array is freed only after a grace period, and we
+        // hold a guard.
+        unsafe { self.table.load(Acquire, guard).deref() }
+    }
+
     /// How many buckets the table has now.
     pub fn buckets(&self) -> usize {
-        let _l = self.locks.lock(0);
-        self.locked_table().mask + 1
+        self.table(&crossbeam_epoch::pin()).mask + 1
     }
 
     /// The lock of `key`'s bucket (the same at every size: see `locks`).
@@ -498,10 +505,13 @@ impl DHash {
         (key as usize) & (self.locks.len() - 1)
     }
 
-    /// Counts an insert, and grows the table if a periodic check finds it loaded beyond
-    /// [`MAX_LOAD`]. Called with no bucket lock held.
-    fn inserted(&self) {
+    /// Counts an insert into a table of `n` buckets, and grows the table if a periodic check
+    /// finds it loaded beyond [`MAX_LOAD`]. Called with no bucket lock held.
+    fn inserted(&self, n: usize) {
         self.len.add(1);
+        // Under loom the table grows only when a model says so.
+        #[cfg(loom)]
+        let _ = n;
         #[cfg(not(loom))]
         {
             thread_local! {
@@ -512,14 +522,11 @@ impl DHash {
                 t.set(v);
                 v
             });
-            if tick % GROW_CHECK == 0 {
-                let n = {
-                    let _l = self.locks.lock(0);
-                    self.locked_table().mask + 1
-                };
-                if n < MAX_BUCKETS && self.len.sum().max(0) as usize > MAX_LOAD * n {
-                    self.grow(n);
-                }
+            if tick % GROW_CHECK == 0
+                && n < MAX_BUCKETS
+                && self.len.sum().max(0) as usize > MAX_LOAD * n
+            {
+                self.grow(n);
             }
         }
     }
@@ -591,9 +598,7 @@ impl DHash {
     ) -> RcuLookup<'g> {
         let pkey = parent as *const Dentry as usize;
         let key = self.key_hash(pkey, c.hash);
-        // SAFETY: never null; freed only after a grace period, and we hold a guard.
-        let t = unsafe { self.table.load(Acquire, guard).deref() };
-        let mut p = t.head(key).load(Acquire);
+        let mut p = self.table(guard).head(key).load(Acquire);
         let mut steps = 0;
         // SAFETY: chain members are freed only after a grace period; we hold a guard. Links
         // carry their allocations' provenance.
@@ -648,13 +653,15 @@ impl DHash {
 
     fn link(&self, d: DPtr<'_>) {
         let key = d.hash.load(Relaxed);
-        {
+        let n = {
             let _b = self.lock(key);
-            let head = self.locked_table().head(key);
+            let t = self.locked_table();
+            let head = t.head(key);
             d.next.store(head.load(Relaxed), Relaxed);
             head.store(d.as_ptr(), Release);
-        }
-        self.inserted();
+            t.mask + 1
+        };
+        self.inserted(n);
     }
 
     fn unlink(&self, d: &Dentry) {
@@ -921,17 +928,12 @@ impl DHash {
     pub fn teardown(&self) {
         let guard = crossbeam_epoch::pin();
         let mut all = Vec::new();
-        {
-            // Not needed against writers (there are none), but `locked_table` asks for it.
-            let _l = self.locks.lock(0);
-            for b in self.locked_table().buckets.iter() {
-                let mut p = b.swap(ptr::null_mut(), Acquire);
-                while let Some(d) = NonNull::new(p) {
-                    all.push(d);
-                    // SAFETY: linked dentries are alive until their hash count is dropped
-                    // below.
-                    p = unsafe { d.as_ref() }.next.load(Acquire);
-                }
+        for b in self.table(&guard).buckets.iter() {
+            let mut p = b.swap(ptr::null_mut(), Acquire);
+            while let Some(d) = NonNull::new(p) {
+                all.push(d);
+                // SAFETY: linked dentries are alive until their hash count is dropped below.
+                p = unsafe { d.as_ref() }.next.load(Acquire);
             }
         }
         for d in &all {
