@@ -3,7 +3,8 @@
 # (host tmpfs as oracle; needs root), race and stress tests, the loom models, Miri on the
 # engine's unit tests, conformance through the FUSE mount (pjdfstest, fsx; needs root and
 # /dev/fuse), the criterion micro-benchmarks run once each, and a quick benchmark run (with
-# its JSON and plot) to keep `scalevfs bench` working. Usage: bash scripts/test.sh
+# its JSON and plot) to keep `scalevfs bench` working, and the instruction-count guard of the
+# hot paths (scripts/perf-guard.sh). Usage: bash scripts/test.sh
 #
 # Environment: CARGO_TARGET_DIR is honoured; SCALEVFS_RACE_SECS sets how long each race
 # test of crates/scalevfs/tests/races.rs runs (2 s by default).
@@ -33,6 +34,8 @@ echo "== conformance (pjdfstest, fsx, real programs through FUSE)"
 bash scripts/conformance.sh
 echo "== micro-benchmarks, each run once"
 cargo bench -p scalevfs --bench primitives -- --test
+echo "== perf guard (callgrind instruction counts against perf/icount-baseline.txt)"
+bash scripts/perf-guard.sh
 echo "== bench --quick"
 cargo run --release -p scalevfs-cli -- bench --quick --json "$target/bench-quick.json" \
     --plot "$target/bench-quick.svg"
