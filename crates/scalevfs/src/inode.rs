@@ -605,7 +605,7 @@ impl Inode {
     }
 
     /// Gives a hold back; `true` for the last one: the caller evicts the inode
-    /// (`MemFs::evict`).
+    /// (`SuperBlock::release`, which calls the file system's `evict`).
     #[must_use = "the caller of the last release evicts the inode"]
     pub fn release(&self) -> bool {
         let prev = self.holds.fetch_sub(1, AcqRel);

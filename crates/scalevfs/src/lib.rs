@@ -1,6 +1,6 @@
 //! scalevfs: a virtual file system engine for user space.
 //!
-//! A [`Vfs`] is a namespace: a tree of mounts, each a file system ([`MemFs`] today). A
+//! A [`Vfs`] is a namespace: a tree of mounts, each a file system instance ([`SuperBlock`]; [`MemFs`] today). A
 //! [`Process`] is a caller's view of it: root and working directory, credentials, umask
 //! and a descriptor table, with the POSIX calls as methods.
 //!
@@ -26,6 +26,7 @@
 mod dentry;
 mod errno;
 mod file;
+mod fs;
 pub mod icache;
 mod inode;
 mod memfs;
@@ -44,7 +45,8 @@ pub mod __bench;
 
 pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
-pub use memfs::{MemFs, MemFsOptions, MemFsStats, NEGATIVE_FLOOR, TMPFS_MAGIC};
+pub use fs::{FsStats, SuperBlock, NEGATIVE_FLOOR};
+pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;
 pub use types::*;
@@ -136,12 +138,12 @@ pub struct VfsStats {
     /// reference.
     pub locked_rewalks: u64,
     /// The root file system's figures.
-    pub root_fs: memfs::MemFsStats,
+    pub root_fs: FsStats,
 }
 
 impl Vfs {
     /// A namespace whose root is `fs`.
-    pub fn new(fs: Arc<MemFs>) -> Arc<Vfs> {
+    pub fn new(fs: Arc<SuperBlock>) -> Arc<Vfs> {
         let root = fs.root().clone();
         let root_mnt = Arc::new(Mount::new(1, fs, root, None));
         static NEXT_VFS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

@@ -2,9 +2,10 @@
 //!
 //! The dentry tree *is* the directory structure, as in Linux tmpfs: every directory is
 //! always complete in the dentry cache, so a lookup that misses under the directory lock is
-//! an authoritative "no such name" and the backend is never asked. A [`MemFs`] is the
-//! superblock: device number, inode-number allocator, dentry hash, root, the rename mutex
-//! for cross-directory directory renames, and usage counters.
+//! an authoritative "no such name" and the file system is never asked. [`MemFs`] is what
+//! memfs adds to the engine's [`SuperBlock`] (see `fs`): the inode-number allocator and the
+//! usage counters, as the [`FileSystem`] implementation; [`MemFs::new`] makes the
+//! superblock to mount.
 //!
 //! # Inode numbers
 //! Handed out in per-thread batches (like Linux `get_next_ino`), so concurrent creates do
@@ -18,16 +19,20 @@
 //! `max_inodes` or `max_bytes` they are exact (`sync::UsageCounter`): a create or an
 //! allocation that would pass the limit fails with `ENOSPC`, and nothing it would have
 //! allocated is kept.
+//!
+//! # What protects what
+//! No locks: the counters are atomic (striped, or exact under a limit), and an inode's
+//! per-owner count moves by compare-and-swap on `Inode::quota_uid`.
 
-use crate::dentry::{DHash, DRef};
 use crate::errno::{Errno, Result};
+use crate::fs::{CacheOptions, FileSystem, SuperBlock};
 use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
-use crate::sync::{PerUserCounts, StripedCounter, UsageCounter};
+use crate::sync::{PerUserCounts, UsageCounter};
 use crate::types::{mode::*, StatFs, Timespec};
 use parking_lot::{Mutex, RwLock};
 use std::cell::Cell;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// `TMPFS_MAGIC`.
@@ -57,7 +62,7 @@ pub struct MemFsOptions {
     /// whose size is known. It also caps the bucket locks (never more than the first size).
     pub hash_buckets: usize,
     /// Cap on cached negative entries (lookups of missing names beyond it are not cached).
-    /// `None` (the default): proportional to the tree, [`NEGATIVE_FLOOR`] plus one per inode
+    /// `None` (the default): proportional to the tree, [`crate::NEGATIVE_FLOOR`] plus one per inode
     /// in use, so a flood of lookups of missing names costs at most about as much as the
     /// tree itself.
     pub max_negative: Option<u64>,
@@ -78,30 +83,10 @@ impl Default for MemFsOptions {
     }
 }
 
-/// What a memfs holds (sums of per-thread stripes: exact when it is quiet).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemFsStats {
-    /// Inodes in use, from creation to eviction (unlinked-but-open ones included).
-    pub inodes: u64,
-    /// Data pages in use.
-    pub data_pages: u64,
-    /// Cached negative entries (names known not to exist).
-    pub negative_entries: u64,
-    /// The dentry hash's buckets.
-    pub hash_buckets: u64,
-}
-
-/// An in-memory file system.
+/// The in-memory file system: what memfs keeps beside the engine's [`SuperBlock`].
 pub struct MemFs {
-    /// Device number reported in `st_dev`.
-    pub dev: u64,
     id: u64,
-    /// The dentry hash.
-    pub(crate) dcache: DHash,
-    root: Option<DRef>,
     next_ino: AtomicU64,
-    /// Serializes renames that move a directory to another parent (loop prevention).
-    pub(crate) rename_lock: Mutex<()>,
     /// Inodes in use, from creation to eviction.
     inodes: UsageCounter,
     /// Inodes per owner, with `max_inodes_per_user` (see `Inode::quota_uid`).
@@ -109,63 +94,35 @@ pub struct MemFs {
     /// Data pages in use: each charged once when a write allocates it, uncharged once when
     /// a truncate, a hole punch or the inode's eviction frees it.
     pages: UsageCounter,
-    negatives: StripedCounter,
-    negatives_full: AtomicBool,
     opts: MemFsOptions,
 }
-
-/// The negative entries a file system may cache whatever its size (see
-/// [`MemFsOptions::max_negative`]).
-pub const NEGATIVE_FLOOR: u64 = 1024;
-
-/// How often (in admissions per thread) the negative-entry count is re-summed.
-const NEG_RECHECK: u32 = 64;
 
 const INO_BATCH: u64 = 1024;
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
 
 impl MemFs {
-    /// A new, empty file system.
-    pub fn new(opts: MemFsOptions) -> Arc<MemFs> {
-        let id = NEXT_FS.fetch_add(1, Relaxed);
-        let mut fs = MemFs {
-            // Anonymous device numbers, like Linux's (major 0).
-            dev: 0x100 + id,
-            id,
-            dcache: DHash::new(opts.hash_buckets),
-            root: None,
+    /// A new, empty file system, ready to be the root of a [`crate::Vfs`] or to be
+    /// mounted.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opts: MemFsOptions) -> Arc<SuperBlock> {
+        let cache = CacheOptions {
+            hash_buckets: opts.hash_buckets,
+            max_negative: opts.max_negative,
+        };
+        let fs = MemFs {
+            id: NEXT_FS.fetch_add(1, Relaxed),
             // Inode 1 is the root, as on tmpfs the root is the first inode allocated.
             next_ino: AtomicU64::new(2),
-            rename_lock: Mutex::new(()),
             inodes: UsageCounter::new(opts.max_inodes),
             user_inodes: opts.max_inodes_per_user.map(PerUserCounts::new),
             pages: UsageCounter::new(
                 opts.max_bytes
                     .map(|b| b.div_ceil(crate::inode::PAGE as u64)),
             ),
-            negatives: StripedCounter::default(),
-            negatives_full: AtomicBool::new(false),
             opts,
         };
-        let root = Arc::new(Inode::new(
-            1,
-            S_IFDIR | (fs.opts.mode & 0o7777),
-            fs.opts.uid,
-            fs.opts.gid,
-            0,
-            Contents::Dir(Mutex::new(DirState::default())),
-            Timespec::now(),
-        ));
-        // The root always fits (tmpfs counts it too, even against `nr_inodes=1`).
-        fs.inodes.charge_up_to(1);
-        fs.root = Some(DHash::d_alloc_root(root));
-        Arc::new(fs)
-    }
-
-    /// The root dentry.
-    pub(crate) fn root(&self) -> &DRef {
-        self.root.as_ref().expect("memfs root present until drop")
+        SuperBlock::new(Box::new(fs), cache)
     }
 
     fn alloc_ino(&self) -> u64 {
@@ -183,10 +140,24 @@ impl MemFs {
             start
         })
     }
+}
 
-    /// A new inode of the given mode (type and permission bits) and owner. For symlinks
-    /// `target` is the link body.
-    pub(crate) fn new_inode(
+impl FileSystem for MemFs {
+    fn root_inode(&self) -> Arc<Inode> {
+        // The root always fits (tmpfs counts it too, even against `nr_inodes=1`).
+        self.inodes.charge_up_to(1);
+        Arc::new(Inode::new(
+            1,
+            S_IFDIR | (self.opts.mode & 0o7777),
+            self.opts.uid,
+            self.opts.gid,
+            0,
+            Contents::Dir(Mutex::new(DirState::default())),
+            Timespec::now(),
+        ))
+    }
+
+    fn new_inode(
         &self,
         mode: u32,
         uid: u32,
@@ -218,12 +189,26 @@ impl MemFs {
         Ok(Arc::new(inode))
     }
 
-    /// Moves `inode`'s count in the per-user inode counts to its new owner `uid` (after
-    /// a `chown`). Never refused: only root may give a file away, and root ignores the
-    /// limits (Linux's `dquot_transfer` for `CAP_SYS_RESOURCE`). Races with eviction
-    /// settle on `quota_uid`: the new owner is charged first, and given back if the
-    /// inode was evicted meanwhile.
-    pub(crate) fn transfer_owner(&self, inode: &Inode, uid: u32) {
+    /// Its data pages are freed at once (they need no grace period: nothing can reach them
+    /// any more) and uncharged, and the inode stops counting.
+    fn evict(&self, inode: &Inode) {
+        if let Contents::File(d) = &inode.contents {
+            let freed = d.write().clear();
+            self.pages.uncharge(freed);
+        }
+        self.inodes.uncharge(1);
+        if let Some(q) = &self.user_inodes {
+            let owner = inode.quota_uid.swap(NO_QUOTA, Relaxed);
+            if owner != NO_QUOTA {
+                q.uncharge(owner);
+            }
+        }
+    }
+
+    /// Linux's `dquot_transfer` for `CAP_SYS_RESOURCE`. Races with eviction settle on
+    /// `quota_uid`: the new owner is charged first, and given back if the inode was
+    /// evicted meanwhile.
+    fn transfer_owner(&self, inode: &Inode, uid: u32) {
         let Some(q) = &self.user_inodes else {
             return;
         };
@@ -243,98 +228,29 @@ impl MemFs {
         }
     }
 
-    /// Inodes `uid` owns, when per-user limits are on (else 0).
-    pub fn inodes_of(&self, uid: u32) -> u64 {
+    fn inodes_of(&self, uid: u32) -> u64 {
         self.user_inodes.as_ref().map_or(0, |q| q.count(uid))
     }
 
-    /// Evicts an inode whose last hold went (see `Inode::hold`): its data pages are freed
-    /// at once (they need no grace period: nothing can reach them any more) and uncharged,
-    /// and the inode stops counting. Called exactly once per inode.
-    pub(crate) fn evict(&self, inode: &Inode) {
-        if let Contents::File(d) = &inode.contents {
-            let freed = d.write().clear();
-            self.pages.uncharge(freed);
-        }
-        self.inodes.uncharge(1);
-        if let Some(q) = &self.user_inodes {
-            let owner = inode.quota_uid.swap(NO_QUOTA, Relaxed);
-            if owner != NO_QUOTA {
-                q.uncharge(owner);
-            }
+    fn charge_pages(&self, n: u64, partial: bool) -> u64 {
+        if partial {
+            self.pages.charge_up_to(n)
+        } else if self.pages.charge(n) {
+            n
+        } else {
+            0
         }
     }
 
-    /// Gives back a hold on `inode`, evicting it with the last one.
-    pub(crate) fn release(&self, inode: &Inode) {
-        if inode.release() {
-            self.evict(inode);
-        }
-    }
-
-    /// Charges as many of `n` new data pages as the limit allows; returns how many.
-    pub(crate) fn charge_pages_up_to(&self, n: u64) -> u64 {
-        self.pages.charge_up_to(n)
-    }
-
-    /// Charges `n` new data pages if all fit under the limit; `false` (none charged)
-    /// otherwise.
-    pub(crate) fn charge_pages(&self, n: u64) -> bool {
-        self.pages.charge(n)
-    }
-
-    /// Gives back `n` data pages that were freed.
-    pub(crate) fn uncharge_pages(&self, n: u64) {
+    fn uncharge_pages(&self, n: u64) {
         self.pages.uncharge(n);
     }
 
-    /// Whether another negative entry may be cached; counts it if so. Summing the stripes
-    /// touches every stripe's line, so each thread re-sums only every `NEG_RECHECK`
-    /// admissions and the verdict is shared in `negatives_full`: the cap may be overshot by
-    /// that many entries per thread.
-    pub(crate) fn negative_admit(&self) -> bool {
-        thread_local! {
-            static TICK: Cell<u32> = const { Cell::new(0) };
-        }
-        let tick = TICK.with(|t| {
-            let v = t.get().wrapping_add(1);
-            t.set(v);
-            v
-        });
-        if tick % NEG_RECHECK == 0 {
-            let cap = self
-                .opts
-                .max_negative
-                .unwrap_or_else(|| NEGATIVE_FLOOR + self.inodes.used());
-            let full = self.negatives.sum().max(0) as u64 >= cap;
-            if full != self.negatives_full.load(Relaxed) {
-                self.negatives_full.store(full, Relaxed);
-            }
-        }
-        if self.negatives_full.load(Relaxed) {
-            return false;
-        }
-        self.negatives.add(1);
-        true
+    fn usage(&self) -> (u64, u64) {
+        (self.inodes.used(), self.pages.used())
     }
 
-    /// Records that `n` negative entries went away (dropped or turned positive).
-    pub(crate) fn negative_gone(&self, n: i64) {
-        self.negatives.add(-n);
-    }
-
-    /// What this file system holds (see [`MemFsStats`]).
-    pub fn stats(&self) -> MemFsStats {
-        MemFsStats {
-            inodes: self.inodes.used(),
-            data_pages: self.pages.used(),
-            negative_entries: self.negatives.sum().max(0) as u64,
-            hash_buckets: self.dcache.buckets() as u64,
-        }
-    }
-
-    /// What `statfs` reports.
-    pub fn statfs(&self) -> StatFs {
+    fn statfs(&self) -> StatFs {
         let page = crate::inode::PAGE as u64;
         let blocks = self.pages.max().unwrap_or(u64::MAX / page / 2);
         let used = self.pages.used();
@@ -351,20 +267,5 @@ impl MemFs {
             namelen: crate::types::limits::NAME_MAX as u64,
             frsize: page,
         }
-    }
-}
-
-impl Drop for MemFs {
-    fn drop(&mut self) {
-        self.dcache.teardown();
-        // The dentries torn down wait for a grace period: hand them to the collector now,
-        // rather than leave them in this thread's bag until it next defers enough.
-        crossbeam_epoch::pin().flush();
-    }
-}
-
-impl std::fmt::Debug for MemFs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MemFs(dev {:#x})", self.dev)
     }
 }

@@ -32,7 +32,7 @@
 //! atomic (see above).
 
 use crate::dentry::DRef;
-use crate::memfs::MemFs;
+use crate::fs::SuperBlock;
 use crate::sync::{fence, AtomicBool, Mutex, SeqCount, StripedCounter};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
@@ -43,7 +43,7 @@ pub struct Mount {
     /// Unique id.
     pub id: u64,
     /// The file system.
-    pub fs: Arc<MemFs>,
+    pub fs: Arc<SuperBlock>,
     /// The root dentry of this mount.
     pub root: DRef,
     /// The mount this one sits in, and the dentry it covers; `None` for the root mount.
@@ -82,7 +82,12 @@ impl Default for MountSync {
 
 impl Mount {
     /// A mount of `fs` rooted at `root`, sitting on `parent` (none for a namespace's root).
-    pub fn new(id: u64, fs: Arc<MemFs>, root: DRef, parent: Option<(Arc<Mount>, DRef)>) -> Mount {
+    pub fn new(
+        id: u64,
+        fs: Arc<SuperBlock>,
+        root: DRef,
+        parent: Option<(Arc<Mount>, DRef)>,
+    ) -> Mount {
         Mount {
             id,
             fs,
@@ -283,7 +288,7 @@ impl MountTable {
 #[cfg(all(test, loom))]
 mod loom_models {
     use super::*;
-    use crate::memfs::MemFsOptions;
+    use crate::memfs::{MemFs, MemFsOptions};
     use loom::thread;
 
     /// A mount of a small file system on the root of another, and the table's lock and

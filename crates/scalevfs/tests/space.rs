@@ -322,7 +322,7 @@ proptest! {
 }
 
 /// A file system with a per-user inode limit of `n`, and root's process on it.
-fn quota(n: u64) -> (Arc<MemFs>, Arc<Vfs>, Process) {
+fn quota(n: u64) -> (Arc<SuperBlock>, Arc<Vfs>, Process) {
     let fs = MemFs::new(MemFsOptions {
         max_inodes_per_user: Some(n),
         ..Default::default()

@@ -247,7 +247,7 @@ impl Process {
         dirfd: impl Desc,
         path: &Path,
         flags: AtFlags,
-        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds) -> Result<R>,
     ) -> Result<R> {
         let path = cpath(path)?;
         if path.is_empty() {
@@ -266,7 +266,7 @@ impl Process {
     pub(super) fn with_fd<R>(
         &self,
         fd: impl Desc,
-        f: impl FnOnce(&Arc<Inode>, &MemFs, &Creds) -> Result<R>,
+        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds) -> Result<R>,
     ) -> Result<R> {
         let of = self.file(fd)?;
         if of.is_path() {
@@ -324,7 +324,7 @@ impl Process {
 
     pub(super) fn do_chown(
         inode: &Inode,
-        fs: &MemFs,
+        fs: &SuperBlock,
         uid: Option<u32>,
         gid: Option<u32>,
         creds: &Creds,
@@ -481,7 +481,7 @@ impl Process {
 
     pub(super) fn truncate_inode(
         &self,
-        fs: &MemFs,
+        fs: &SuperBlock,
         inode: &Inode,
         len: u64,
         creds: &Creds,

@@ -116,7 +116,7 @@ impl Process {
 
     /// Binds `c` in `parent` to `inode`: reuses a negative dentry or allocates one.
     pub(super) fn instantiate(
-        fs: &MemFs,
+        fs: &SuperBlock,
         parent: DPtr<'_>,
         c: &Component<'_>,
         existing: Option<DPtr<'_>>,
@@ -292,7 +292,7 @@ impl Process {
 
     /// One link of `victim` went away; with the last, so does the link's hold (the inode
     /// is evicted unless open).
-    pub(super) fn drop_link(fs: &MemFs, victim: &Inode, t: Timespec) {
+    pub(super) fn drop_link(fs: &SuperBlock, victim: &Inode, t: Timespec) {
         if victim.add_links(-1, Some(t)) == 0 {
             fs.release(victim);
         }
@@ -300,7 +300,7 @@ impl Process {
 
     /// Empties a directory being removed: drops its negative children and marks it dead.
     /// The caller holds its lock and checked that it has no positive child.
-    pub(super) fn kill_dir(fs: &MemFs, st: &mut DirState, guard: &Guard) {
+    pub(super) fn kill_dir(fs: &SuperBlock, st: &mut DirState, guard: &Guard) {
         let negs: Vec<_> = st.children.values().copied().collect();
         for n in negs {
             // SAFETY: hashed children are alive while we hold the directory lock, and the

@@ -14,7 +14,7 @@
 //! ctx_lock
 //! FdTable::alloc
 //! Vfs mount lock                (mount, umount; a locked walk's confirm, holding nothing else)
-//!   MemFs::rename_lock          (cross-directory renames of directories only)
+//!   SuperBlock::rename_lock          (cross-directory renames of directories only)
 //!     directory mutexes         (several: sorted by address, `DirLocks`)
 //!       FileData rwlock
 //!         inode attr_lock
@@ -36,8 +36,8 @@
 use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
+use crate::fs::SuperBlock;
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
-use crate::memfs::MemFs;
 use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};
 use crate::pathcache;

@@ -5,7 +5,7 @@ use super::*;
 impl Process {
     /// Mounts `fs` on the directory `path` (root only). `ENOENT` if the directory is
     /// removed (or its mount unmounted) before the mount is made.
-    pub fn mount(&self, path: impl AsRef<Path>, fs: Arc<MemFs>) -> Result<()> {
+    pub fn mount(&self, path: impl AsRef<Path>, fs: Arc<SuperBlock>) -> Result<()> {
         let path = cpath(path.as_ref())?;
         if path.is_empty() {
             return Err(Errno::ENOENT);
