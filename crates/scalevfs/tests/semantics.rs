@@ -295,6 +295,29 @@ case!(symlink_loops, |r| {
 });
 
 case!(
+    /// l1 -> l2/a, l2 -> l3/a, ..., l12 -> d: each link is followed while the rest of the
+    /// link that named it (`/a`) is still pending, so thirteen path segments are pending at
+    /// once (past the walk's eight inline slots) and must come back in order: `/l1/f` is
+    /// `/d` followed by eleven `a`s, then `f`.
+    nested_symlinks_resume_each_pending_rest, |r| {
+    ok!(r.mkdir("/d", 0o755));
+    let mut dir = String::from("/d");
+    for _ in 0..11 {
+        dir.push_str("/a");
+        ok!(r.mkdir(dir.as_str(), 0o755));
+    }
+    ok!(r.mkfile(format!("{dir}/f").as_str(), b"deep"));
+    for k in 1..12 {
+        ok!(r.symlink(format!("l{}/a", k + 1).as_str(), format!("/l{k}").as_str()));
+    }
+    ok!(r.symlink("d", "/l12"));
+    ok!(r.stat("/l1/f"));
+    ok!(r.stat("/l1"));
+    ok!(r.stat("/l5/a/a/a/a/f"));
+    err!(ENOENT, r.stat("/l5/f"));
+});
+
+case!(
     /// l0 -> f, l1 -> l0, ... : following l(k) follows k+1 links. 40 is allowed, 41 is ELOOP.
     forty_symlinks_exactly, |r| {
     ok!(r.mkfile("/f", b"x"));
