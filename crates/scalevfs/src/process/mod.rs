@@ -818,6 +818,30 @@ mod tests {
         assert!(p.stat("/z/b/f").is_ok());
     }
 
+    /// A fast walk's answer is checked again after its caller used it: once the final
+    /// dentry has changed (here: moved to another name), `validate` and `confirm` (the
+    /// handshake of a caller that holds the mount, then `validate`) refuse it, so the
+    /// caller walks again instead of answering from a dentry that moved under it.
+    #[test]
+    fn a_fast_answer_is_checked_again_after_use() {
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.create_dir_all("/a").unwrap();
+        p.at(Fd::CWD, b"/a", |cx, start| {
+            let w = match start.walk(cx, b"/a", Flags::object(true), false) {
+                Ok(w) => w,
+                Err(f) => panic!("the fast walk of a quiet tree failed: {f:?}"),
+            };
+            assert_eq!(w.validate(cx), Ok(()));
+            assert_eq!(w.confirm(cx), Ok(()));
+            move_a_to_z(&vfs);
+            assert_eq!(w.validate(cx), Err(Fail::Retry));
+            assert_eq!(w.confirm(cx), Err(Fail::Retry));
+            Ok(())
+        })
+        .unwrap();
+    }
+
     /// Check mode catches a wrong answer: a directory is moved behind the path cache's back
     /// (its dentry moved with no namespace change, which only a bug would do), so the cached
     /// path answers stale; the locked walk disagrees and no mutation excuses it.
