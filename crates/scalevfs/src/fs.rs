@@ -37,12 +37,14 @@
 //! goes, it tears its dentry hash down; the dentries wait for an epoch grace period like
 //! any other (see `dentry`).
 
-use crate::dentry::{DHash, DRef};
-use crate::errno::Result;
-use crate::inode::Inode;
+use crate::dentry::{DHash, DPtr, DRef};
+use crate::errno::{Errno, Result};
+use crate::icache::Waiters;
+use crate::inode::{DirState, Inode};
+use crate::name::scan;
 use crate::sync::StripedCounter;
 use crate::types::{StatFs, Timespec};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -98,6 +100,26 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
 
     /// What `statfs` reports.
     fn statfs(&self) -> StatFs;
+
+    /// Whether every directory is complete in the dentry cache from its creation, so the
+    /// file system is never asked what one holds (memfs). Otherwise the directories it
+    /// hands out are *unloaded* (`DirState::unloaded`) until their first use, when
+    /// [`FileSystem::load_dir`] fills them.
+    fn complete(&self) -> bool {
+        true
+    }
+
+    /// What the unloaded directory `dir` holds: each entry's name (one component: not
+    /// empty, no `/`, not `.` or `..`, at most `NAME_MAX` bytes) and inode; directories
+    /// among them start unloaded. Called with no lock held, by one caller at a time per
+    /// directory (the others wait for it); a failure is returned to that caller and the
+    /// directory stays unloaded, so the next use asks again.
+    ///
+    /// Errors: whatever the file system's storage says (`EIO`, `EACCES`, `ENOMEM`, ...).
+    fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+        let _ = dir;
+        Err(crate::errno::Errno::EIO)
+    }
 }
 
 /// Options of the dentry cache a [`SuperBlock`] keeps for its file system.
@@ -116,6 +138,9 @@ pub const NEGATIVE_FLOOR: u64 = 1024;
 /// How often (in admissions per thread) the negative-entry count is re-summed.
 const NEG_RECHECK: u32 = 64;
 
+/// Wait queues for directory loads, per file system that loads (hashed by directory).
+const LOAD_QUEUES: usize = 64;
+
 static NEXT_SB: AtomicU64 = AtomicU64::new(1);
 
 /// A file-system instance as the engine holds it: what [`crate::Vfs::new`] and
@@ -132,6 +157,10 @@ pub struct SuperBlock {
     negatives: StripedCounter,
     negatives_full: AtomicBool,
     max_negative: Option<u64>,
+    /// [`FileSystem::complete`], read once.
+    complete: bool,
+    /// Where callers wait for another's load of a directory.
+    loads: Waiters,
     ops: Box<dyn FileSystem>,
 }
 
@@ -162,6 +191,9 @@ impl SuperBlock {
             negatives: StripedCounter::default(),
             negatives_full: AtomicBool::new(false),
             max_negative: opts.max_negative,
+            complete: ops.complete(),
+            // A complete file system never loads: one queue, never used.
+            loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             ops,
         })
     }
@@ -255,6 +287,108 @@ impl SuperBlock {
         self.negatives.add(-n);
     }
 
+    /// Locks the directory `d` (whose inode is `inode`, and `m` its state), first filling
+    /// it from the file system if it was never loaded (see [`SuperBlock::load`]). For a
+    /// complete file system (memfs) this is the lock and one branch.
+    ///
+    /// Errors: the load's.
+    #[inline]
+    pub(crate) fn lock_dir<'i>(
+        &self,
+        d: DPtr<'_>,
+        inode: &Inode,
+        m: &'i Mutex<DirState>,
+    ) -> Result<MutexGuard<'i, DirState>> {
+        let st = m.lock();
+        // memfs never marks a directory unloaded: the flag alone decides.
+        if !st.unloaded {
+            return Ok(st);
+        }
+        drop(st);
+        self.lock_loaded(d, inode, m)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lock_loaded<'i>(
+        &self,
+        d: DPtr<'_>,
+        inode: &Inode,
+        m: &'i Mutex<DirState>,
+    ) -> Result<MutexGuard<'i, DirState>> {
+        self.load(d, inode)?;
+        // A loaded directory stays loaded for its life.
+        Ok(m.lock())
+    }
+
+    /// Fills the unloaded directory `d` from the file system, or waits for the caller
+    /// that is doing so (one loader per directory). The loader holds no lock while the
+    /// file system answers; it then installs every entry under the directory lock and
+    /// marks the directory loaded. Nothing can change an unloaded directory meanwhile
+    /// (every change locks it through [`SuperBlock::lock_dir`] or calls this first), so
+    /// the answer is installed as given. A failed (or panicked) load leaves the directory
+    /// unloaded and wakes the waiters; one of them loads again.
+    ///
+    /// Errors: the file system's (see [`FileSystem::load_dir`]).
+    #[cold]
+    pub(crate) fn load(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+        let m = inode.dir().ok_or(Errno::ENOTDIR)?;
+        let key = m as *const Mutex<DirState> as usize >> 6;
+        loop {
+            let mut st = m.lock();
+            if !st.unloaded {
+                return Ok(());
+            }
+            if !st.loading {
+                st.loading = true;
+                break;
+            }
+            drop(st);
+            self.loads.wait(key, || !m.lock().loading);
+        }
+        /// Ends the load however it ends: clears `loading` and wakes the waiters, also
+        /// when the file system panics.
+        struct Loading<'a> {
+            m: &'a Mutex<DirState>,
+            loads: &'a Waiters,
+            key: usize,
+        }
+        impl Drop for Loading<'_> {
+            fn drop(&mut self) {
+                self.m.lock().loading = false;
+                self.loads.wake(self.key);
+            }
+        }
+        let done = Loading {
+            m,
+            loads: &self.loads,
+            key,
+        };
+        let entries = self.ops.load_dir(inode)?;
+        let mut st = m.lock();
+        for (name, child) in entries {
+            self.dcache.d_alloc(d, &scan(&name), Some(child), &mut st);
+        }
+        st.unloaded = false;
+        drop(st);
+        drop(done);
+        Ok(())
+    }
+
+    /// Makes sure the directory `d` is loaded (see [`SuperBlock::load`]), for callers
+    /// that lock several directories at once.
+    #[inline]
+    pub(crate) fn ensure_loaded(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+        if self.complete {
+            return Ok(());
+        }
+        let unloaded = inode.dir().is_some_and(|m| m.lock().unloaded);
+        if unloaded {
+            self.load(d, inode)?;
+        }
+        Ok(())
+    }
+
     /// What this file system holds (see [`FsStats`]).
     pub fn stats(&self) -> FsStats {
         let (inodes, data_pages) = self.ops.usage();
@@ -284,5 +418,311 @@ impl Drop for SuperBlock {
 impl std::fmt::Debug for SuperBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SuperBlock(dev {:#x})", self.dev)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The fill-on-miss path, on a file system whose directories start unloaded: a fixed
+    //! tree served from a table, with switches to hold, fail or panic a load.
+    use super::*;
+    use crate::inode::{Contents, FileData};
+    use crate::types::mode::*;
+    use crate::{Creds, Vfs};
+    use parking_lot::RwLock;
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::mpsc;
+
+    /// What a test sees of its file system.
+    #[derive(Default)]
+    struct Probe {
+        /// Loads per directory inode number.
+        loads: Mutex<HashMap<u64, usize>>,
+        /// The next load of this directory fails with `EIO` (`1`) or panics (`2`).
+        fault: Mutex<Option<(u64, u8)>>,
+        /// The next load of this directory says it started, checks that the directory's
+        /// lock is free, then waits for the receiver.
+        hold: Mutex<Option<Hold>>,
+    }
+
+    /// A held load: the directory, where it says it started, what lets it go on.
+    type Hold = (u64, mpsc::Sender<()>, mpsc::Receiver<()>);
+
+    /// `/a/b/c` and `/a/x` (files), `/a/b` and `/d` (directories; `/d` empty).
+    struct TreeFs {
+        dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
+        next: AtomicU64,
+        probe: Arc<Probe>,
+    }
+
+    const ROOT: u64 = 1;
+    const A: u64 = 2;
+    const B: u64 = 3;
+    const D: u64 = 4;
+
+    fn dir_inode(ino: u64) -> Arc<Inode> {
+        let st = DirState {
+            unloaded: true,
+            ..Default::default()
+        };
+        Arc::new(Inode::new(
+            ino,
+            S_IFDIR | 0o755,
+            0,
+            0,
+            0,
+            Contents::Dir(Mutex::new(st)),
+            Timespec::now(),
+        ))
+    }
+
+    impl FileSystem for TreeFs {
+        fn root_inode(&self) -> Arc<Inode> {
+            dir_inode(ROOT)
+        }
+        fn new_inode(
+            &self,
+            mode: u32,
+            uid: u32,
+            gid: u32,
+            rdev: u64,
+            target: Option<&[u8]>,
+            now: Timespec,
+        ) -> Result<Arc<Inode>> {
+            let contents = match mode & S_IFMT {
+                S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
+                S_IFREG => Contents::File(RwLock::new(FileData::default())),
+                S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
+                _ => Contents::Special,
+            };
+            let ino = self.next.fetch_add(1, SeqCst);
+            Ok(Arc::new(Inode::new(
+                ino, mode, uid, gid, rdev, contents, now,
+            )))
+        }
+        fn evict(&self, _: &Inode) {}
+        fn transfer_owner(&self, _: &Inode, _: u32) {}
+        fn inodes_of(&self, _: u32) -> u64 {
+            0
+        }
+        fn charge_pages(&self, n: u64, _: bool) -> u64 {
+            n
+        }
+        fn uncharge_pages(&self, _: u64) {}
+        fn usage(&self) -> (u64, u64) {
+            (0, 0)
+        }
+        fn statfs(&self) -> StatFs {
+            StatFs::default()
+        }
+        fn complete(&self) -> bool {
+            false
+        }
+        fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+            *self.probe.loads.lock().entry(dir.ino).or_default() += 1;
+            let fault = self.probe.fault.lock().take_if(|(ino, _)| *ino == dir.ino);
+            match fault {
+                Some((_, 1)) => return Err(Errno::EIO),
+                Some(_) => panic!("a load that panics"),
+                None => {}
+            }
+            let hold = self.probe.hold.lock().take_if(|(ino, ..)| *ino == dir.ino);
+            if let Some((_, started, go)) = hold {
+                assert!(
+                    dir.dir().unwrap().try_lock().is_some(),
+                    "the directory's lock is held across its load"
+                );
+                started.send(()).unwrap();
+                go.recv().unwrap();
+            }
+            let t = Timespec::now();
+            Ok(self.dirs[&dir.ino]
+                .iter()
+                .map(|&(name, ino, mode)| {
+                    let inode = if mode & S_IFMT == S_IFDIR {
+                        dir_inode(ino)
+                    } else {
+                        let data = Contents::File(RwLock::new(FileData::default()));
+                        Arc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
+                    };
+                    (name.as_bytes().to_vec(), inode)
+                })
+                .collect())
+        }
+    }
+
+    fn tree() -> (Arc<Vfs>, Arc<Probe>) {
+        let probe = Arc::new(Probe::default());
+        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
+        let fs = TreeFs {
+            dirs: HashMap::from([
+                (ROOT, vec![("a", A, dir), ("d", D, dir)]),
+                (A, vec![("b", B, dir), ("x", 10, file)]),
+                (B, vec![("c", 11, file)]),
+                (D, vec![]),
+            ]),
+            next: AtomicU64::new(100),
+            probe: probe.clone(),
+        };
+        let opts = CacheOptions {
+            hash_buckets: 256,
+            max_negative: None,
+        };
+        (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
+    }
+
+    fn loads(p: &Probe, ino: u64) -> usize {
+        p.loads.lock().get(&ino).copied().unwrap_or(0)
+    }
+
+    fn names(p: &crate::Process, dir: &str) -> Vec<String> {
+        let mut v: Vec<String> = p
+            .read_dir(dir)
+            .unwrap()
+            .into_iter()
+            .map(|e| String::from_utf8(e.name).unwrap())
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Each directory is asked once, on its first use; after that misses are answered by
+    /// the cache (negative entries), and listings come from the cache.
+    #[test]
+    fn each_directory_is_loaded_once_on_first_use() {
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+        assert_eq!(
+            (loads(&probe, ROOT), loads(&probe, A), loads(&probe, B)),
+            (1, 1, 1)
+        );
+        assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+        assert_eq!(p.stat("/a/nope"), Err(Errno::ENOENT));
+        assert_eq!(p.stat("/a/nope"), Err(Errno::ENOENT));
+        assert_eq!(names(&p, "/a"), ["b", "x"]);
+        assert_eq!(
+            (loads(&probe, ROOT), loads(&probe, A), loads(&probe, B)),
+            (1, 1, 1)
+        );
+        assert_eq!(loads(&probe, D), 0, "a directory passed by is not loaded");
+        assert!(names(&p, "/d").is_empty());
+        assert_eq!(loads(&probe, D), 1);
+    }
+
+    /// Every call that changes a directory loads it first, so what it held survives the
+    /// change: creating, linking and removing in unloaded directories.
+    #[test]
+    fn changes_load_the_directory_first() {
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        p.stat("/a").unwrap();
+        assert_eq!(loads(&probe, A), 0);
+        p.write_file("/a/new", b"x").unwrap();
+        assert_eq!(names(&p, "/a"), ["b", "new", "x"]);
+        let (vfs, _) = tree();
+        let p = vfs.process(Creds::root());
+        p.mkdir("/a/m", 0o755).unwrap();
+        assert_eq!(names(&p, "/a"), ["b", "m", "x"]);
+        let (vfs, _) = tree();
+        let p = vfs.process(Creds::root());
+        p.stat("/a/b").unwrap();
+        p.link("/a/x", "/a/b/y").unwrap();
+        assert_eq!(names(&p, "/a/b"), ["c", "y"]);
+        let (vfs, _) = tree();
+        let p = vfs.process(Creds::root());
+        p.unlink("/a/x").unwrap();
+        assert_eq!(names(&p, "/a"), ["b"]);
+    }
+
+    /// A directory's emptiness is known only once it is loaded: rmdir and a rename over it
+    /// load it first.
+    #[test]
+    fn an_unloaded_directory_is_not_taken_for_empty() {
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        p.stat("/a/b").unwrap();
+        assert_eq!(loads(&probe, B), 0);
+        assert_eq!(p.rmdir("/a/b"), Err(Errno::ENOTEMPTY));
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        p.mkdir("/e", 0o755).unwrap();
+        p.stat("/a/b").unwrap();
+        assert_eq!(p.rename("/e", "/a/b"), Err(Errno::ENOTEMPTY));
+        assert_eq!(loads(&probe, B), 1);
+        // `/d` is empty once loaded: replaced.
+        p.rename("/a/b", "/d").unwrap();
+        assert_eq!(loads(&probe, D), 1);
+        assert_eq!(names(&p, "/d"), ["c"]);
+    }
+
+    /// One caller loads a directory while the others wait for it, and it holds no lock
+    /// while the file system answers: the load checks that the directory's lock is free,
+    /// and calls in other directories go on meanwhile.
+    #[test]
+    fn one_loader_per_directory_and_no_lock_held_across_it() {
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        p.stat("/d").unwrap();
+        let (started_tx, started) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel();
+        *probe.hold.lock() = Some((A, started_tx, go_rx));
+        let done = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            let loader = {
+                let (vfs, done) = (vfs.clone(), done.clone());
+                s.spawn(move || {
+                    let p = vfs.process(Creds::root());
+                    assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+                    done.fetch_add(1, SeqCst);
+                })
+            };
+            started.recv().unwrap();
+            let waiters: Vec<_> = (0..4)
+                .map(|_| {
+                    let (vfs, done) = (vfs.clone(), done.clone());
+                    s.spawn(move || {
+                        let p = vfs.process(Creds::root());
+                        assert_eq!(p.stat("/a/x").unwrap().ino, 10);
+                        done.fetch_add(1, SeqCst);
+                    })
+                })
+                .collect();
+            // Elsewhere, the namespace goes on while `/a` is being loaded.
+            p.mkdir("/d/e", 0o755).unwrap();
+            assert_eq!(names(&p, "/d"), ["e"]);
+            assert_eq!(
+                done.load(SeqCst),
+                0,
+                "nobody got past the load before it ended"
+            );
+            go.send(()).unwrap();
+            loader.join().unwrap();
+            for w in waiters {
+                w.join().unwrap();
+            }
+        });
+        assert_eq!(done.load(SeqCst), 5);
+        assert_eq!(loads(&probe, A), 1);
+    }
+
+    /// A failed load is the caller's error, and the next use asks again; a load that
+    /// panics leaves the directory as unloaded, not stuck in its load.
+    #[test]
+    fn failed_and_panicked_loads_are_tried_again() {
+        let (vfs, probe) = tree();
+        let p = vfs.process(Creds::root());
+        *probe.fault.lock() = Some((A, 1));
+        assert_eq!(p.stat("/a/x"), Err(Errno::EIO));
+        assert_eq!(p.stat("/a/x").unwrap().ino, 10);
+        assert_eq!(loads(&probe, A), 2);
+        *probe.fault.lock() = Some((B, 2));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.stat("/a/b/c")));
+        assert!(r.is_err());
+        assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+        assert_eq!(loads(&probe, B), 2);
     }
 }

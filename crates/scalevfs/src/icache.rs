@@ -548,13 +548,13 @@ enum Lookup<'a, V: Send + Sync + 'static> {
 #[cfg(not(loom))]
 type WaitQueue = (parking_lot::Mutex<()>, parking_lot::Condvar);
 
-struct Waiters {
+pub(crate) struct Waiters {
     #[cfg(not(loom))]
     queues: Box<[CachePadded<WaitQueue>]>,
 }
 
 impl Waiters {
-    fn new(n: usize) -> Waiters {
+    pub(crate) fn new(n: usize) -> Waiters {
         #[cfg(loom)]
         let _ = n;
         Waiters {
@@ -566,7 +566,7 @@ impl Waiters {
     }
 
     #[cfg(not(loom))]
-    fn wait(&self, h: usize, done: impl Fn() -> bool) {
+    pub(crate) fn wait(&self, h: usize, done: impl Fn() -> bool) {
         let (m, cv) = &*self.queues[h & (self.queues.len() - 1)];
         let mut l = m.lock();
         while !done() {
@@ -575,21 +575,21 @@ impl Waiters {
     }
 
     #[cfg(not(loom))]
-    fn wake(&self, h: usize) {
+    pub(crate) fn wake(&self, h: usize) {
         let (m, cv) = &*self.queues[h & (self.queues.len() - 1)];
         drop(m.lock());
         cv.notify_all();
     }
 
     #[cfg(loom)]
-    fn wait(&self, _h: usize, done: impl Fn() -> bool) {
+    pub(crate) fn wait(&self, _h: usize, done: impl Fn() -> bool) {
         while !done() {
             loom::thread::yield_now();
         }
     }
 
     #[cfg(loom)]
-    fn wake(&self, _h: usize) {}
+    pub(crate) fn wake(&self, _h: usize) {}
 }
 
 #[cfg(all(test, not(loom)))]

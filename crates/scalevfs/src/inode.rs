@@ -88,6 +88,12 @@ pub struct DirState {
     pub dead: bool,
     /// Number of positive children (for emptiness checks).
     pub positive: u64,
+    /// The file system has not told what this directory holds yet: `children` is empty
+    /// and means nothing until `SuperBlock::load` fills it (never set by memfs, whose
+    /// directories are complete from their creation).
+    pub unloaded: bool,
+    /// A load of this directory is under way (its loader holds no lock; others wait).
+    pub loading: bool,
 }
 
 // SAFETY: the pointers are only dereferenced under an epoch guard or with the directory

@@ -451,9 +451,10 @@ fn lookup_fast<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<Pos
 
 /// Looks `c` up in `pos` under the directory lock, caching a negative entry on a miss.
 fn lookup_locked<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<Pos<'g>, Fail> {
-    let dir = pos.inode()?.dir().ok_or(Fail::Err(Errno::ENOTDIR))?;
+    let inode = pos.inode()?;
+    let dir = inode.dir().ok_or(Fail::Err(Errno::ENOTDIR))?;
     let fs = &pos.mnt.fs;
-    let mut st = dir.lock();
+    let mut st = fs.lock_dir(pos.d, inode, dir)?;
     if st.dead {
         return Err(Fail::Err(Errno::ENOENT));
     }

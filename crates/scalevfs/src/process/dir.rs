@@ -83,7 +83,7 @@ impl Process {
                     return Err(Errno::EPERM);
                 }
             }
-            let mut st = dirm.lock();
+            let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             if st.dead {
                 return Err(Errno::ENOENT);
             }
@@ -150,7 +150,7 @@ impl Process {
         let mut pos = f.pos.lock();
         let g = crossbeam_epoch::pin();
         let mut out = Vec::new();
-        let st = dirm.lock();
+        let st = f.mnt.fs.lock_dir(d.ptr(), &f.inode, dirm)?;
         if st.dead {
             return Err(Errno::ENOENT);
         }
@@ -254,7 +254,7 @@ impl Process {
     ) -> Result<()> {
         let fs = &parent.mnt.fs;
         let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
-        let mut st = dirm.lock();
+        let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
         if st.dead {
             return Err(Errno::ENOENT);
         }
@@ -325,7 +325,7 @@ impl Process {
         loop {
             // Find the victim under the parent lock, then lock both in address order.
             let (d, victim) = {
-                let st = dirm.lock();
+                let st = fs.lock_dir(parent.d, dir_inode, dirm)?;
                 if st.dead {
                     return Err(Errno::ENOENT);
                 }
@@ -339,6 +339,8 @@ impl Process {
                 (d, victim)
             };
             let vdir = victim.dir().ok_or(Errno::ENOTDIR)?;
+            // Its emptiness is known only once it is loaded.
+            fs.ensure_loaded(d, &victim)?;
             let mut locks = DirLocks::lock(&[dirm, vdir]);
             if locks.get(dirm).dead
                 || fs.dcache.lookup_locked(&parent.d, c, cx.guard) != Some(d)
@@ -417,7 +419,7 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            let mut st = dirm.lock();
+            let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             if st.dead {
                 return Err(Errno::ENOENT);
             }

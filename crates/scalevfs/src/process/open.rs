@@ -211,7 +211,7 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            let mut st = dirm.lock();
+            let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             let existing = if st.dead {
                 None
             } else {

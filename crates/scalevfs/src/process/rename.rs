@@ -94,6 +94,8 @@ impl Process {
         );
         let cross = p1.d != p2.d;
         let exchange = flags.contains(RenameFlags::EXCHANGE);
+        fs.ensure_loaded(p1.d, i1)?;
+        fs.ensure_loaded(p2.d, i2)?;
         let mut rename_lock = None;
         loop {
             // Peek at both names under the parents' locks, to learn what else to lock.
@@ -116,6 +118,10 @@ impl Process {
             } else {
                 None
             };
+            // A directory replaced must be empty, which is known only once it is loaded.
+            if let (Some(d), Some(i), Some(_)) = (nd, ni.as_deref(), victim_dir) {
+                fs.ensure_loaded(d, i)?;
+            }
             // The victim's lock, or `d1m` again (a duplicate is locked once).
             let mut locks = DirLocks::lock(&[d1m, d2m, victim_dir.unwrap_or(d1m)]);
             // Everything must be as peeked, or we start again.
