@@ -670,3 +670,24 @@ fn stats_follow_the_namespace() {
     assert_eq!(s2.root_fs.inodes, 2);
     assert_eq!(s2.root_fs.data_pages, 0);
 }
+
+/// `..` that lands on a mount point crosses into what is mounted there, as Linux's
+/// `follow_dotdot` followed by `handle_mounts`: a working directory kept under `/a` after
+/// a file system is mounted on `/a` sees the mounted root as its `..`, fast and locked.
+#[test]
+fn dotdot_onto_a_mount_point_crosses_into_the_mount() {
+    let vfs = Vfs::new_memfs();
+    let p = vfs.process(Creds::root());
+    p.create_dir_all("/a/b").unwrap();
+    p.chdir("/a/b").unwrap();
+    let covered = p.stat("..").unwrap();
+    p.mount("/a", MemFs::new(MemFsOptions::default())).unwrap();
+    let mounted = p.stat("/a").unwrap();
+    assert_ne!(mounted.dev, covered.dev);
+    for _ in 0..3 {
+        let up = p.stat("..").unwrap();
+        assert_eq!((up.dev, up.ino), (mounted.dev, mounted.ino));
+        let up = p.stat("../.").unwrap();
+        assert_eq!((up.dev, up.ino), (mounted.dev, mounted.ino));
+    }
+}
