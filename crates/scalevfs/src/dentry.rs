@@ -998,6 +998,34 @@ mod tests {
         ))
     }
 
+    /// A reference equals another exactly when both name the same dentry.
+    #[test]
+    fn references_are_equal_by_dentry() {
+        let (a, b) = (
+            DHash::d_alloc_root(dir_inode(1)),
+            DHash::d_alloc_root(dir_inode(2)),
+        );
+        assert_eq!(a, a.clone());
+        assert_ne!(a, b);
+    }
+
+    /// The bucket locks are sized by the CPUs that contend for them (seed 002): 32 per
+    /// CPU as a power of two, at least 64 and at most 4096, and never more than the
+    /// table's first size (so a key's lock is the same at every size).
+    #[test]
+    fn bucket_locks_follow_the_cpus() {
+        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+        let big = lock_count(1 << 20);
+        assert!(big.is_power_of_two());
+        assert!(
+            big >= (32 * cpus).min(4096) && (64..=4096).contains(&big),
+            "{big}"
+        );
+        assert_eq!(lock_count(16), 16);
+        assert_eq!(lock_count(64), 64);
+        assert_eq!(DHash::new(16).locks.len(), 16);
+    }
+
     /// Runs the epoch's deferred work until `done` holds (other tests' pins may hold the
     /// epoch back for a while), or gives up after ten seconds.
     fn collect_until(done: impl Fn() -> bool) -> bool {
