@@ -18,18 +18,45 @@
 //! (one call), an eviction, a `chown` that moves a quota, a write that allocates pages,
 //! `statfs`.
 //!
-//! memfs (`memfs`) is the one implementation so far. It keeps every directory complete
-//! in the dentry cache, so a miss under the directory lock is authoritative and it has no
-//! lookup method. File systems whose objects live elsewhere (a host directory, a SQL
-//! store) add the methods they need as they arrive: lookup on a miss, readdir, data I/O
-//! and the namespace changes, each called with no engine lock but the directory's held.
-//! The trait stays crate-private until then, so its shape is settled by its second user
-//! rather than guessed now.
+//! # Complete and loaded directories
+//! memfs (`memfs`) keeps every directory complete in the dentry cache from its creation,
+//! so a miss under the directory lock is authoritative and it is never asked what a
+//! directory holds. A file system whose objects live elsewhere (a host directory, a SQL
+//! store) says so ([`FileSystem::complete`] is false) and hands out directories marked
+//! *unloaded* (`DirState::unloaded`). The first call that needs what one holds (a locked
+//! lookup, a listing, or any change in it) loads it, all at once
+//! ([`FileSystem::load_dir`]: for a store whose every miss is a round trip, one query per
+//! directory instead of one per name). From then on the directory is complete like
+//! memfs's: misses are authoritative (cached as negative entries), listings come from the
+//! cache, and the fast walk serves it without locks.
+//!
+//! The load protocol ([`SuperBlock::load`]): under the directory lock, the first caller
+//! sets `loading` and becomes the loader; it drops the lock and asks the file system with
+//! no lock held; then it installs every entry under the lock, clears `unloaded`, and wakes
+//! the others, who waited in a hashed wait table (`icache::Waiters`) without holding
+//! anything. Nothing can change an unloaded directory meanwhile, since every change loads
+//! first, so the answer needs no validation. A failed load is its caller's error; a
+//! panicked one is ended by a guard; either way the directory stays unloaded and the next
+//! caller loads again. Loaded directories are never unloaded yet (no eviction: the caches
+//! are unbounded for now).
+//!
+//! The trait stays crate-private until the host backend settles its shape: the methods to
+//! come are the namespace changes and data I/O that such a file system must carry out
+//! itself.
 //!
 //! # Lock order
-//! `SuperBlock::rename_lock` is taken before any directory lock (see `process`). Nothing
-//! else here is a lock; the negative-entry count is striped and its verdict cached in an
-//! atomic flag that each thread re-checks every `NEG_RECHECK` admissions.
+//! `SuperBlock::rename_lock` is taken before any directory lock (see `process`), and is
+//! dropped before a rename waits for a directory's load. A loader holds no lock while the
+//! file system answers. A waiter checks `loading` under its wait queue's lock, taking the
+//! directory lock inside it (wait queue, then directory); a loader never holds the
+//! directory lock while it takes the wait queue's. The negative-entry count is striped
+//! and its verdict cached in an atomic flag that each thread re-checks every `NEG_RECHECK`
+//! admissions.
+//!
+//! # What protects each field
+//! `DirState::unloaded` and `DirState::loading` are read and written only under the
+//! directory lock. The other fields of [`SuperBlock`] are immutable after it is made,
+//! or atomic (the negative-entry count and flag), or locks themselves.
 //!
 //! # Reclamation
 //! A `SuperBlock` lives as long as its last holder: the `Vfs` it is the root of, each
@@ -375,15 +402,16 @@ impl SuperBlock {
         Ok(())
     }
 
+    /// Whether `inode` is a directory that is not loaded yet.
+    pub(crate) fn needs_load(&self, inode: &Inode) -> bool {
+        !self.complete && inode.dir().is_some_and(|m| m.lock().unloaded)
+    }
+
     /// Makes sure the directory `d` is loaded (see [`SuperBlock::load`]), for callers
     /// that lock several directories at once.
     #[inline]
     pub(crate) fn ensure_loaded(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
-        if self.complete {
-            return Ok(());
-        }
-        let unloaded = inode.dir().is_some_and(|m| m.lock().unloaded);
-        if unloaded {
+        if self.needs_load(inode) {
             self.load(d, inode)?;
         }
         Ok(())

@@ -118,9 +118,14 @@ impl Process {
             } else {
                 None
             };
-            // A directory replaced must be empty, which is known only once it is loaded.
+            // A directory replaced must be empty, which is known only once it is loaded;
+            // no lock is held while it loads.
             if let (Some(d), Some(i), Some(_)) = (nd, ni.as_deref(), victim_dir) {
-                fs.ensure_loaded(d, i)?;
+                if fs.needs_load(i) {
+                    rename_lock = None;
+                    fs.ensure_loaded(d, i)?;
+                    continue;
+                }
             }
             // The victim's lock, or `d1m` again (a duplicate is locked once).
             let mut locks = DirLocks::lock(&[d1m, d2m, victim_dir.unwrap_or(d1m)]);
