@@ -43,7 +43,10 @@
 //! it can be freed through (a [`DRef`], a hash chain link, a directory's children, a child's
 //! parent pointer) is a [`DPtr`] or comes from one, and so carries the provenance of the
 //! allocation: none is made from a `&Dentry`, whose tag does not cover the padding bytes
-//! (under Tree Borrows a deallocation through it is undefined behaviour).
+//! (under Tree Borrows a deallocation through it is undefined behaviour). A dentry's inode
+//! is an `Arc::into_raw` pointer; a new `Arc` on it is made only from an [`IPtr`], which
+//! keeps that pointer's provenance, never from a `&Inode` (whose `Arc` could be the last
+//! one dropped, a deallocation through a shared reference's tag).
 //!
 //! # Eviction and reclamation
 //! The hash owns one reference on every hashed dentry; every dentry owns one on its parent.
@@ -204,18 +207,24 @@ impl Dentry {
         self.flags.load(Acquire)
     }
 
-    /// The inode, if positive. The reference is valid while `_guard` is held.
+    /// The inode, if positive. The reference is valid while `guard` is held.
     #[inline]
-    pub fn inode<'g>(&self, _guard: &'g Guard) -> Option<&'g Inode> {
-        let p = self.inode.load(Acquire);
-        // SAFETY: a dentry's inode is released only after a grace period (see `set_inode`),
-        // and the caller holds a guard.
-        unsafe { p.as_ref() }
+    pub fn inode<'g>(&self, guard: &'g Guard) -> Option<&'g Inode> {
+        self.inode_ptr(guard).map(IPtr::get)
+    }
+
+    /// The inode, if positive, for as long as `_guard` is held, as a pointer that can make
+    /// an `Arc` ([`IPtr::arc`]).
+    #[inline]
+    pub fn inode_ptr<'g>(&self, _guard: &'g Guard) -> Option<IPtr<'g>> {
+        // SAFETY: a dentry's inode pointer came from `Arc::into_raw` and is released only
+        // after a grace period (see `set_inode`); the caller holds a guard.
+        NonNull::new(self.inode.load(Acquire)).map(|p| unsafe { IPtr::new(p) })
     }
 
     /// The inode as a new `Arc`, if positive.
     pub fn inode_arc(&self, guard: &Guard) -> Option<Arc<Inode>> {
-        self.inode(guard).map(|i| inode_arc(i, guard))
+        self.inode_ptr(guard).map(IPtr::arc)
     }
 
     /// The parent, if not a root. Valid while the guard is held.
@@ -242,17 +251,62 @@ impl Dentry {
     }
 }
 
-/// A strong count on an inode read from a dentry under `_guard`: the dentry's own count is
-/// released only after a grace period, so it is still there while the guard is held, even
-/// if the dentry has let go of the inode meanwhile.
-#[inline]
-pub fn inode_arc(inode: &Inode, _guard: &Guard) -> Arc<Inode> {
-    let p = inode as *const Inode;
-    // SAFETY: see above; `p` was loaded from a dentry's inode pointer (an `Arc::into_raw`)
-    // under the caller's guard.
-    unsafe {
-        Arc::increment_strong_count(p);
-        Arc::from_raw(p)
+/// A dentry's inode, alive for `'g` (an epoch guard is held), with the provenance of the
+/// `Arc` it came from (see "Provenance"): a new `Arc` made from it ([`IPtr::arc`]) may be
+/// the last one dropped, which under Tree Borrows a pointer derived from `&Inode` may not.
+#[derive(Clone, Copy)]
+pub struct IPtr<'g> {
+    p: NonNull<Inode>,
+    _life: PhantomData<&'g Inode>,
+}
+
+impl<'g> IPtr<'g> {
+    /// Wraps `p`.
+    ///
+    /// # Safety
+    /// `p` came from `Arc::into_raw` and that strong count is given back only after a
+    /// grace period that `'g`'s guard holds off.
+    #[inline]
+    unsafe fn new(p: NonNull<Inode>) -> IPtr<'g> {
+        IPtr {
+            p,
+            _life: PhantomData,
+        }
+    }
+
+    /// The inode, for `'g`.
+    #[inline]
+    pub fn get(self) -> &'g Inode {
+        // SAFETY: alive for `'g` (see `new`).
+        unsafe { self.p.as_ref() }
+    }
+
+    /// A strong count on the inode: the dentry's own count is given back only after a grace
+    /// period, so it is still there for `'g`, even if the dentry has let go of the inode
+    /// meanwhile.
+    #[inline]
+    pub fn arc(self) -> Arc<Inode> {
+        let p = self.p.as_ptr().cast_const();
+        // SAFETY: `p` came from `Arc::into_raw`, keeps that provenance, and its count is
+        // held for `'g` (see `new`).
+        unsafe {
+            Arc::increment_strong_count(p);
+            Arc::from_raw(p)
+        }
+    }
+}
+
+impl std::ops::Deref for IPtr<'_> {
+    type Target = Inode;
+    #[inline]
+    fn deref(&self) -> &Inode {
+        self.get()
+    }
+}
+
+impl std::fmt::Debug for IPtr<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IPtr({:p})", self.p)
     }
 }
 

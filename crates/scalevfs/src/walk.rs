@@ -46,7 +46,7 @@
 //! (with a bucket lock nested inside, see `dentry`), or the mount lock while confirming a
 //! locked walk's mount.
 
-use crate::dentry::{DPtr, RcuLookup, MOUNTED};
+use crate::dentry::{DPtr, IPtr, RcuLookup, MOUNTED};
 use crate::errno::Errno;
 use crate::inode::Inode;
 use crate::mount::{key, Mount, MountHold, MountTable};
@@ -93,7 +93,7 @@ pub(crate) struct Pos<'g> {
     pub mnt: &'g Arc<Mount>,
     pub d: DPtr<'g>,
     pub seq: u64,
-    pub inode: Option<&'g Inode>,
+    pub inode: Option<IPtr<'g>>,
 }
 
 impl<'g> Pos<'g> {
@@ -113,13 +113,18 @@ impl<'g> Pos<'g> {
             mnt,
             d,
             seq,
-            inode: d.get().inode(guard),
+            inode: d.get().inode_ptr(guard),
         })
     }
 
     /// The inode, which a position always has (the walk never stands on a negative entry).
     pub fn inode(&self) -> Result<&'g Inode, Fail> {
-        self.inode.ok_or(Fail::Err(Errno::ENOENT))
+        self.inode.map(IPtr::get).ok_or(Fail::Err(Errno::ENOENT))
+    }
+
+    /// A strong count on the inode (see [`Pos::inode`]).
+    pub fn inode_arc(&self) -> Result<Arc<Inode>, Fail> {
+        self.inode.map(IPtr::arc).ok_or(Fail::Err(Errno::ENOENT))
     }
 
     fn same(&self, mnt: &Arc<Mount>, d: DPtr<'_>) -> bool {
@@ -370,7 +375,7 @@ fn walk_inner<'a, 'g: 'a>(
         } else {
             lookup_fast(ctx, pos, &c)?
         };
-        let Some(inode) = child.inode else {
+        let Some(inode) = child.inode.map(IPtr::get) else {
             return Err(Fail::Err(Errno::ENOENT));
         };
         if let Some(body) = inode.symlink_target() {
@@ -433,7 +438,7 @@ fn lookup_fast<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<Pos
     let RcuLookup::Found(d, seq) = pos.mnt.fs.dcache.lookup_rcu(&pos.d, c, ctx.guard) else {
         return Err(Fail::Retry);
     };
-    let inode = d.get().inode(ctx.guard);
+    let inode = d.get().inode_ptr(ctx.guard);
     if pos.d.seq.read_retry(pos.seq) || d.seq.read_retry(seq) {
         return Err(Fail::Retry);
     }
@@ -467,7 +472,7 @@ fn lookup_locked<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<P
                 mnt: pos.mnt,
                 d,
                 seq: 0,
-                inode: d.get().inode(ctx.guard),
+                inode: d.get().inode_ptr(ctx.guard),
             };
             drop(st);
             if d.flags() & MOUNTED != 0 {

@@ -80,7 +80,7 @@ impl Process {
         let probe = || {
             let answer = (|| {
                 let h = cached(cx, &key, path, hash, gen?, ms?)?;
-                let r = f(h.pos.inode?, h.dev);
+                let r = f(h.pos.inode.as_deref()?, h.dev);
                 h.still_valid(cx).then_some(r)
             })();
             pathcache::count(answer.is_some());
@@ -258,7 +258,7 @@ impl Process {
         self.at(dirfd, path, |cx, start| {
             let (p, _hold) =
                 Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
-            let inode = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
+            let inode = p.inode.ok_or(Errno::ENOENT)?.arc();
             f(&inode, &p.mnt.fs, cx.creds)
         })
     }

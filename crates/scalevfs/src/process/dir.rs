@@ -76,7 +76,7 @@ impl Process {
                 return Err(Errno::EEXIST);
             };
             let dirm = Self::dir_of(&parent)?;
-            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
             if let NewKind::Node(m, _) = kind {
                 if (m & S_IFMT == S_IFCHR || m & S_IFMT == S_IFBLK) && cx.creds.uid != 0 {
@@ -253,7 +253,7 @@ impl Process {
         trailing: bool,
     ) -> Result<()> {
         let fs = &parent.mnt.fs;
-        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
         let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
         if st.dead {
             return Err(Errno::ENOENT);
@@ -321,7 +321,7 @@ impl Process {
         c: &Component<'_>,
     ) -> Result<()> {
         let fs = &parent.mnt.fs;
-        let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+        let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
         loop {
             // Find the victim under the parent lock, then lock both in address order.
             let (d, victim) = {
@@ -402,7 +402,7 @@ impl Process {
             self.at(olddirfd, old, |cx, start| {
                 let (p, _hold) =
                     Self::resolve(cx, start, old, flags.contains(AtFlags::SYMLINK_FOLLOW))?;
-                let i = inode_arc(p.inode.ok_or(Errno::ENOENT)?, cx.guard);
+                let i = p.inode.ok_or(Errno::ENOENT)?.arc();
                 Ok((p.mnt.clone(), i, false))
             })?
         };
@@ -417,7 +417,7 @@ impl Process {
                 return Err(Errno::EEXIST);
             };
             let dirm = Self::dir_of(&parent)?;
-            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
             let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             if st.dead {

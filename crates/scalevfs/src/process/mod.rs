@@ -33,7 +33,7 @@
 //! replaces a directory in another parent, takes it (it keeps the ancestry stable for the
 //! loop check). Renames of files across directories take just the two directory locks.
 
-use crate::dentry::{inode_arc, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
+use crate::dentry::{DPtr, DRef, Dentry, IPtr, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
 use crate::fs::SuperBlock;
@@ -386,7 +386,7 @@ fn cached<'g>(
             mnt,
             d,
             seq: h.seq,
-            inode: d.get().inode(cx.guard),
+            inode: d.get().inode_ptr(cx.guard),
         },
         dev: h.dev,
         gen,
@@ -705,7 +705,10 @@ impl Process {
     }
 
     fn dir_of<'g>(p: &Pos<'g>) -> Result<&'g Mutex<DirState>> {
-        p.inode.and_then(|i| i.dir()).ok_or(Errno::ENOTDIR)
+        p.inode
+            .map(IPtr::get)
+            .and_then(Inode::dir)
+            .ok_or(Errno::ENOTDIR)
     }
 }
 

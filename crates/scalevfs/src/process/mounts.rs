@@ -15,7 +15,12 @@ impl Process {
         }
         self.at(Fd::CWD, path, |cx, start| {
             let (p, _hold) = Self::resolve(cx, start, path, true)?;
-            let own = p.inode.ok_or(Errno::ENOENT)?.dir().ok_or(Errno::ENOTDIR)?;
+            let own = p
+                .inode
+                .as_deref()
+                .ok_or(Errno::ENOENT)?
+                .dir()
+                .ok_or(Errno::ENOTDIR)?;
             let d = DRef::try_get(p.d).ok_or(Errno::ENOENT)?;
             let _l = self.vfs.lock_mounts();
             let table = walk::mount_table(&self.vfs, cx.guard);

@@ -90,7 +90,7 @@ impl Process {
             let p = w.pos();
             let inode = p.inode()?;
             Self::may_open(inode, flags, cx.creds)?;
-            let of = Self::open_pos(p, flags, cx.guard)?;
+            let of = Self::open_pos(p, flags)?;
             // The open file counts as a user of its mount: confirm against umount.
             w.confirm(cx)?;
             Ok(of)
@@ -102,12 +102,8 @@ impl Process {
     /// Takes the references an open file holds on what a walk found: the inode the walk
     /// saw (which a dentry cannot have released while the guard is held), and, for a
     /// directory, its dentry, unless it died meanwhile (`Retry`: walk again).
-    pub(super) fn open_pos(
-        p: Pos<'_>,
-        flags: OFlags,
-        guard: &Guard,
-    ) -> std::result::Result<OpenFile, Fail> {
-        let inode = inode_arc(p.inode()?, guard);
+    pub(super) fn open_pos(p: Pos<'_>, flags: OFlags) -> std::result::Result<OpenFile, Fail> {
+        let inode = p.inode_arc()?;
         let dir = if inode.is_dir() {
             Some(DRef::try_get(p.d).ok_or(Fail::Retry)?)
         } else {
@@ -209,7 +205,7 @@ impl Process {
                 return Err(Errno::EISDIR);
             }
             let dirm = Self::dir_of(&parent)?;
-            let dir_inode = parent.inode.ok_or(Errno::ENOENT)?;
+            let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
             let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             let existing = if st.dead {
@@ -218,11 +214,12 @@ impl Process {
                 fs.dcache.lookup_locked(&parent.d, &c, cx.guard)
             };
             if let Some(d) = existing {
-                if let Some(inode) = d.get().inode(cx.guard) {
+                if let Some(ip) = d.get().inode_ptr(cx.guard) {
+                    let inode = ip.get();
                     // Held under the directory lock, where the name still links it: a racing
                     // unlink cannot evict it any more. (With O_CREAT a directory is EISDIR
                     // below, so no dentry is needed.)
-                    let held = OpenFile::new(parent.mnt, None, inode_arc(inode, cx.guard), flags)
+                    let held = OpenFile::new(parent.mnt, None, ip.arc(), flags)
                         .expect("a linked inode can be held");
                     drop(st);
                     if flags.contains(OFlags::EXCL) {
@@ -292,7 +289,7 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let (p, _hold) = Self::resolve(cx, start, path, true)?;
-        let dir = p.inode.ok_or(Errno::ENOENT)?;
+        let dir = p.inode.as_deref().ok_or(Errno::ENOENT)?;
         if !dir.is_dir() {
             return Err(Errno::ENOTDIR);
         }

@@ -89,8 +89,8 @@ impl Process {
         let g = cx.guard;
         let (d1m, d2m) = (Self::dir_of(p1)?, Self::dir_of(p2)?);
         let (i1, i2) = (
-            p1.inode.ok_or(Errno::ENOENT)?,
-            p2.inode.ok_or(Errno::ENOENT)?,
+            p1.inode.as_deref().ok_or(Errno::ENOENT)?,
+            p2.inode.as_deref().ok_or(Errno::ENOENT)?,
         );
         let cross = p1.d != p2.d;
         let exchange = flags.contains(RenameFlags::EXCHANGE);
