@@ -61,6 +61,7 @@ errnos! {
     ENODATA = 61, "No data available";
     EOVERFLOW = 75, "Value too large for defined data type";
     EOPNOTSUPP = 95, "Operation not supported";
+    ESTALE = 116, "Stale file handle";
     EDQUOT = 122, "Disk quota exceeded";
 }
 

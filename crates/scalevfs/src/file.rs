@@ -61,6 +61,9 @@ pub struct OpenFile {
     fd_refs: AtomicU32,
     /// Whether it was ever in a descriptor table.
     installed: AtomicBool,
+    /// The storage's descriptor of a stored file's data (`Contents::Stored`), opened by the
+    /// first read (`FileSystem::open_data`) and closed with the description.
+    pub(crate) data: std::sync::OnceLock<std::os::fd::OwnedFd>,
 }
 
 impl OpenFile {
@@ -94,6 +97,7 @@ impl OpenFile {
             pos: Mutex::new(0),
             fd_refs: AtomicU32::new(0),
             installed: AtomicBool::new(false),
+            data: std::sync::OnceLock::new(),
         }
     }
 

@@ -147,6 +147,23 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         let _ = dir;
         Err(crate::errno::Errno::EIO)
     }
+
+    /// Whether nothing may change (a read-only mount: Linux `MS_RDONLY`). The call layer
+    /// then refuses every change with `EROFS`, at the point where Linux's
+    /// `mnt_want_write` would, and [`FileSystem::new_inode`] is never called.
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    /// Opens the data of `inode`, a `Contents::Stored` regular file, for reading: a host
+    /// descriptor the open file keeps until it is closed. Called with no lock held, on the
+    /// first read of an open file.
+    ///
+    /// Errors: the storage's (`EACCES`, `EIO`, `ESTALE` if the object is gone).
+    fn open_data(&self, inode: &Inode) -> Result<std::os::fd::OwnedFd> {
+        let _ = inode;
+        Err(crate::errno::Errno::EIO)
+    }
 }
 
 /// Options of the dentry cache a [`SuperBlock`] keeps for its file system.
@@ -186,6 +203,8 @@ pub struct SuperBlock {
     max_negative: Option<u64>,
     /// [`FileSystem::complete`], read once.
     complete: bool,
+    /// [`FileSystem::read_only`], read once.
+    read_only: bool,
     /// Where callers wait for another's load of a directory.
     loads: Waiters,
     ops: Box<dyn FileSystem>,
@@ -219,10 +238,32 @@ impl SuperBlock {
             negatives_full: AtomicBool::new(false),
             max_negative: opts.max_negative,
             complete: ops.complete(),
+            read_only: ops.read_only(),
             // A complete file system never loads: one queue, never used.
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             ops,
         })
+    }
+
+    /// `EROFS` if the file system is read-only (Linux `mnt_want_write`): called by every
+    /// change before it changes anything.
+    #[inline]
+    pub(crate) fn want_write(&self) -> Result<()> {
+        if self.read_only {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the file system is read-only.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Opens a stored file's data (see [`FileSystem::open_data`]).
+    pub(crate) fn open_data(&self, inode: &Inode) -> Result<std::os::fd::OwnedFd> {
+        self.ops.open_data(inode)
     }
 
     /// The root dentry.

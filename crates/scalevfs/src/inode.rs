@@ -316,6 +316,9 @@ pub enum Contents {
     Symlink(Box<[u8]>),
     /// A FIFO, socket or device node: no contents.
     Special,
+    /// A regular file whose data its file system keeps (hostfs): read through
+    /// `FileSystem::open_data`, never through pages of the engine's.
+    Stored,
 }
 
 /// An inode. Shared as `Arc<Inode>`.
@@ -449,6 +452,18 @@ impl Inode {
                 i.blocks.store((PAGE / 512) as u64, Relaxed);
             }
         }
+        i
+    }
+
+    /// An inode as its file system reports it (a host `stat`): every attribute from `st`
+    /// but the device, which is the engine's.
+    pub fn from_stat(st: &Stat, contents: Contents) -> Inode {
+        let i = Inode::new(st.ino, st.mode, st.uid, st.gid, st.rdev, contents, st.ctime);
+        i.nlink.store(st.nlink, Relaxed);
+        i.size.store(st.size, Relaxed);
+        i.blocks.store(st.blocks, Relaxed);
+        i.times.store(ATIME, st.atime);
+        i.times.store(MTIME, st.mtime);
         i
     }
 

@@ -27,6 +27,8 @@ mod dentry;
 mod errno;
 mod file;
 mod fs;
+#[cfg(not(loom))]
+mod hostfs;
 pub mod icache;
 mod inode;
 mod memfs;
@@ -46,6 +48,8 @@ pub mod __bench;
 pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
 pub use fs::{FsStats, SuperBlock, NEGATIVE_FLOOR};
+#[cfg(not(loom))]
+pub use hostfs::{HostFs, HostFsOptions};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;

@@ -37,7 +37,7 @@
 //! The table is thread-local: no lock. An entry holds references on its final dentry and
 //! on the root and start dentries, so none of them is freed (or its address reused) while
 //! cached; the mounts are keyed by their ids, never reused in a namespace. It keeps the
-//! final mount's device number and its index in the mount table snapshot, not the mount:
+//! final mount's index in the mount table snapshot, not the mount:
 //! the index is used only while the mount sequence count is unchanged, so the snapshot it
 //! indexes is still the current one. All counters are 64 bits: an entry may sit unused for
 //! any number of changes and still never match a count it was not inserted at.
@@ -75,7 +75,6 @@ struct Entry {
     path: Box<[u8]>,
     gen: u64,
     mount_seq: u64,
-    dev: u64,
     mnt_idx: usize,
     d: DRef,
     seq: u64,
@@ -113,7 +112,6 @@ fn ghost(hash: u64) -> (usize, u32) {
 
 /// A cached walk's result: where it ended and the sequence count to validate against.
 pub(crate) struct Hit {
-    pub dev: u64,
     /// The mount, as an index into the mount table snapshot that was current at insertion
     /// (`usize::MAX` for the root mount); valid while the mount sequence is unchanged.
     pub mnt_idx: usize,
@@ -153,7 +151,6 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
                 return None;
             }
             Some(Hit {
-                dev: e.dev,
                 mnt_idx: e.mnt_idx,
                 d: e.d.ptr().as_ptr(),
                 seq: e.seq,
@@ -175,7 +172,6 @@ pub(crate) fn insert(
     hash: u64,
     gen: u64,
     mount_seq: u64,
-    dev: u64,
     mnt_idx: usize,
     d: DPtr<'_>,
     seq: u64,
@@ -209,7 +205,6 @@ pub(crate) fn insert(
         path: path.into(),
         gen,
         mount_seq,
-        dev,
         mnt_idx,
         d: dr,
         seq,

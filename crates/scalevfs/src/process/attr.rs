@@ -38,14 +38,14 @@ impl Process {
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, hash, wf.follow, |i, dev| {
-                Ok(StatOf(i.stat(dev)))
+            Self::with_final(cx, start, path, hash, wf.follow, |i, fs| {
+                Ok(StatOf(i.stat(fs.dev)))
             })
         })
         .map(|s| s.0)
     }
 
-    /// Resolves `path` to the object it names and runs `f` on its inode and device inside
+    /// Resolves `path` to the object it names and runs `f` on its inode and file system inside
     /// the epoch, taking no reference: from the path cache when it holds a still-valid
     /// walk, else by the lockless walk (whose validated result is cached), else by the
     /// locked walk.
@@ -55,7 +55,7 @@ impl Process {
         path: &[u8],
         hash: u64,
         follow: bool,
-        f: impl Fn(&Inode, u64) -> std::result::Result<T, Fail>,
+        f: impl Fn(&Inode, &SuperBlock) -> std::result::Result<T, Fail>,
     ) -> Result<T> {
         let vfs = cx.vfs;
         let key_start = if path.first() == Some(&b'/') {
@@ -80,7 +80,7 @@ impl Process {
         let probe = || {
             let answer = (|| {
                 let h = cached(cx, &key, path, hash, gen?, ms?)?;
-                let r = f(h.pos.inode.as_deref()?, h.dev);
+                let r = f(h.pos.inode.as_deref()?, &h.pos.mnt.fs);
                 h.still_valid(cx).then_some(r)
             })();
             pathcache::count(answer.is_some());
@@ -103,7 +103,7 @@ impl Process {
             }
             let w = start.walk(cx, path, Flags::object(follow), locked)?;
             let p = w.pos();
-            let r = f(p.inode()?, p.mnt.dev())?;
+            let r = f(p.inode()?, &p.mnt.fs)?;
             w.validate(cx)?;
             if let (false, true, Some(gen), Some(ms)) = (locked, cacheable, gen, ms) {
                 if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
@@ -116,7 +116,6 @@ impl Process {
                             hash,
                             gen,
                             ms,
-                            p.mnt.dev(),
                             idx,
                             p.d,
                             p.seq,
@@ -194,7 +193,9 @@ impl Process {
             &real
         };
         if path.is_empty() {
-            return self.empty_path(dirfd, flags, |f| f.inode.permission(creds, mode));
+            return self.empty_path(dirfd, flags, |f| {
+                Self::may_access(f.inode, &f.mnt.fs, creds, mode)
+            });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
         self.at(dirfd, path, |cx, start| {
@@ -208,8 +209,8 @@ impl Process {
                 creds_id,
                 ..*cx
             };
-            Self::with_final(&cx, start, path, hash, wf.follow, |i, _| {
-                Ok(i.permission(creds, mode))
+            Self::with_final(&cx, start, path, hash, wf.follow, |i, fs| {
+                Ok(Self::may_access(i, fs, creds, mode))
             })?
         })
     }
@@ -238,6 +239,19 @@ impl Process {
                 Ok(body.to_vec())
             })
         })
+    }
+
+    /// Linux `do_faccessat`: the mode is checked first; then `W_OK` on anything but a
+    /// device, FIFO or socket of a read-only mount is `EROFS` ("SuS v2 requires we report
+    /// a read only fs too").
+    fn may_access(inode: &Inode, fs: &SuperBlock, creds: &Creds, mode: Access) -> Result<()> {
+        inode.permission(creds, mode)?;
+        if mode.0 & Access::W_OK.0 != 0
+            && matches!(inode.mode() & S_IFMT, S_IFREG | S_IFDIR | S_IFLNK)
+        {
+            fs.want_write()?;
+        }
+        Ok(())
     }
 
     /// Resolves `path` (following the last symlink unless `nofollow`) and runs `f` on the
@@ -300,7 +314,10 @@ impl Process {
 
     /// `fchmod(2)`.
     pub fn fchmod(&self, fd: impl Desc, mode: u32) -> Result<()> {
-        self.with_fd(fd, |i, _, c| Self::do_chmod(i, mode, c))
+        self.with_fd(fd, |i, fs, c| {
+            fs.want_write()?;
+            Self::do_chmod(i, mode, c)
+        })
     }
 
     /// `fchmodat(2)`; `AT_SYMLINK_NOFOLLOW` on a symlink is `EOPNOTSUPP`, as on Linux.
@@ -314,7 +331,9 @@ impl Process {
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+            // Linux `chmod_common`: EROFS, then `notify_change`'s checks.
+            fs.want_write()?;
             if i.mode() & S_IFMT == S_IFLNK {
                 return Err(Errno::EOPNOTSUPP);
             }
@@ -390,7 +409,10 @@ impl Process {
 
     /// `fchown(2)`.
     pub fn fchown(&self, fd: impl Desc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.with_fd(fd, |i, fs, c| Self::do_chown(i, fs, uid, gid, c))
+        self.with_fd(fd, |i, fs, c| {
+            fs.want_write()?;
+            Self::do_chown(i, fs, uid, gid, c)
+        })
     }
 
     /// `fchownat(2)`.
@@ -406,6 +428,7 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+            fs.want_write()?;
             Self::do_chown(i, fs, uid, gid, c)
         })
     }
@@ -455,10 +478,12 @@ impl Process {
         let valid = times
             .iter()
             .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
-        self.with_inode(dirfd, path.as_ref(), flags, |i, _, c| {
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
             if !valid {
                 return Err(Errno::EINVAL);
             }
+            // Linux `vfs_utimes`: EROFS after the times are checked.
+            fs.want_write()?;
             Self::do_utimens(i, times, c)
         })
     }
@@ -471,10 +496,11 @@ impl Process {
         let valid = times
             .iter()
             .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
-        self.with_fd(fd, |i, _, c| {
+        self.with_fd(fd, |i, fs, c| {
             if !valid {
                 return Err(Errno::EINVAL);
             }
+            fs.want_write()?;
             Self::do_utimens(i, times, c)
         })
     }
@@ -596,9 +622,14 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c| {
+            // Linux `vfs_truncate`: EISDIR, EINVAL, EROFS, then the permission.
             if i.is_dir() {
                 return Err(Errno::EISDIR);
             }
+            if i.mode() & S_IFMT != S_IFREG {
+                return Err(Errno::EINVAL);
+            }
+            fs.want_write()?;
             i.permission(c, Access::W_OK)?;
             self.truncate_inode(fs, i, len, c, true)
         })

@@ -78,11 +78,6 @@ impl Process {
             let dirm = Self::dir_of(&parent)?;
             let dir_inode = parent.inode.as_deref().ok_or(Errno::ENOENT)?;
             let fs = &parent.mnt.fs;
-            if let NewKind::Node(m, _) = kind {
-                if (m & S_IFMT == S_IFCHR || m & S_IFMT == S_IFBLK) && cx.creds.uid != 0 {
-                    return Err(Errno::EPERM);
-                }
-            }
             let mut st = fs.lock_dir(parent.d, dir_inode, dirm)?;
             if st.dead {
                 return Err(Errno::ENOENT);
@@ -95,7 +90,14 @@ impl Process {
             if trailing && !matches!(kind, NewKind::Dir) {
                 return Err(Errno::ENOENT);
             }
+            // Linux `filename_create`, then `vfs_mknod`: EROFS, EACCES, then EPERM.
+            fs.want_write()?;
             dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
+            if let NewKind::Node(m, _) = kind {
+                if (m & S_IFMT == S_IFCHR || m & S_IFMT == S_IFBLK) && cx.creds.uid != 0 {
+                    return Err(Errno::EPERM);
+                }
+            }
             let t = now();
             let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
             let (rdev, target) = match kind {
@@ -236,6 +238,8 @@ impl Process {
                 (_, false) => return Err(Errno::EISDIR),
             };
             let dirm = Self::dir_of(&parent)?;
+            // Linux `do_rmdir`/`do_unlinkat`: EROFS before the name is looked up.
+            parent.mnt.fs.want_write()?;
             if rmdir {
                 self.do_rmdir(cx, &parent, dirm, &c)
             } else {
@@ -431,6 +435,8 @@ impl Process {
             if trailing {
                 return Err(Errno::ENOENT);
             }
+            // Linux `filename_create`: EROFS once the new name is known to be free.
+            fs.want_write()?;
             // Linux `do_linkat` order: EXDEV, protected hardlinks, then `vfs_link`.
             if !Arc::ptr_eq(parent.mnt, &src_mnt) {
                 return Err(Errno::EXDEV);

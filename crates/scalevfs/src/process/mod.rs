@@ -349,7 +349,6 @@ enum NewKind<'a> {
 /// A path-cache hit: where the cached walk ended, and what validates it.
 struct Cached<'g> {
     pos: Pos<'g>,
-    dev: u64,
     gen: u64,
     ms: u64,
 }
@@ -388,7 +387,6 @@ fn cached<'g>(
             seq: h.seq,
             inode: d.get().inode_ptr(cx.guard),
         },
-        dev: h.dev,
         gen,
         ms,
     })
@@ -654,7 +652,6 @@ impl Process {
                             dir_hash,
                             gen,
                             ms,
-                            p.mnt.dev(),
                             idx,
                             p.d,
                             p.seq,

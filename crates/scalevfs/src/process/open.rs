@@ -89,7 +89,7 @@ impl Process {
             let w = start.walk(cx, path, wf, locked)?;
             let p = w.pos();
             let inode = p.inode()?;
-            Self::may_open(inode, flags, cx.creds)?;
+            Self::may_open(inode, &p.mnt.fs, flags, cx.creds)?;
             let of = Self::open_pos(p, flags)?;
             // The open file counts as a user of its mount: confirm against umount.
             w.confirm(cx)?;
@@ -114,7 +114,12 @@ impl Process {
     }
 
     /// Linux `may_open` for an existing object.
-    pub(super) fn may_open(inode: &Inode, flags: OFlags, creds: &Creds) -> Result<()> {
+    pub(super) fn may_open(
+        inode: &Inode,
+        fs: &SuperBlock,
+        flags: OFlags,
+        creds: &Creds,
+    ) -> Result<()> {
         let ty = inode.mode() & S_IFMT;
         if flags.contains(OFlags::DIRECTORY) && ty != S_IFDIR {
             return Err(Errno::ENOTDIR);
@@ -140,7 +145,15 @@ impl Process {
         if write {
             mask |= Access::W_OK;
         }
+        // A read-only mount (Linux `do_open`): `O_TRUNC` of a file is EROFS before the
+        // permission check; opening one for writing, after it (`do_dentry_open`).
+        if ty == S_IFREG && flags.contains(OFlags::TRUNC) {
+            fs.want_write()?;
+        }
         inode.permission(creds, mask)?;
+        if ty == S_IFREG && write {
+            fs.want_write()?;
+        }
         // Only the owner (or root, as CAP_FOWNER) may keep reads from touching atime.
         if flags.contains(OFlags::NOATIME) && creds.uid != 0 && creds.uid != inode.uid() {
             return Err(Errno::EPERM);
@@ -254,7 +267,7 @@ impl Process {
                             flags,
                         );
                     }
-                    Self::may_open(inode, flags, cx.creds)?;
+                    Self::may_open(inode, fs, flags, cx.creds)?;
                     self.finish_open(&held, cx.creds)?;
                     return Ok(held);
                 }
@@ -263,6 +276,9 @@ impl Process {
                 return Err(Errno::ENOENT);
             }
             check_len(&c)?;
+            // Linux `lookup_open`: a create on a read-only mount is EROFS (its
+            // `create_error`) once the name is known to be missing.
+            fs.want_write()?;
             dir_inode.permission(cx.creds, Access::W_OK | Access::X_OK)?;
             let t = now();
             let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
@@ -293,6 +309,7 @@ impl Process {
         if !dir.is_dir() {
             return Err(Errno::ENOTDIR);
         }
+        p.mnt.fs.want_write()?;
         dir.permission(cx.creds, Access::W_OK | Access::X_OK)?;
         let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
         let (uid, gid, m) = init_owner(dir, cx.creds, m);
@@ -331,7 +348,7 @@ impl Process {
         if ty == S_IFLNK && !flags.contains(OFlags::PATH) {
             return Err(Errno::ELOOP);
         }
-        Self::may_open(&old.inode, flags | OFlags::NOFOLLOW, creds)?;
+        Self::may_open(&old.inode, &old.mnt.fs, flags | OFlags::NOFOLLOW, creds)?;
         let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
             .expect("held by the old description");
         self.finish_open(&of, creds)?;
@@ -383,6 +400,24 @@ impl Process {
                     f.inode.read_accessed(now());
                 }
                 Ok(n)
+            }
+            crate::inode::Contents::Stored => {
+                let fd = match f.data.get() {
+                    Some(fd) => fd,
+                    None => {
+                        let fd = f.mnt.fs.open_data(&f.inode)?;
+                        // A racing first read may have set it: its descriptor serves.
+                        let _ = f.data.set(fd);
+                        f.data.get().expect("set above")
+                    }
+                };
+                loop {
+                    match rustix::io::pread(fd, &mut *buf, off) {
+                        Ok(n) => return Ok(n),
+                        Err(rustix::io::Errno::INTR) => continue,
+                        Err(e) => return Err(Errno::from_raw(e.raw_os_error())),
+                    }
+                }
             }
             _ => Err(Errno::EINVAL),
         }

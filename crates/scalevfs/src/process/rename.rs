@@ -68,6 +68,8 @@ impl Process {
                     Errno::EBUSY
                 });
             };
+            // Then `mnt_want_write`: EROFS before the lookups.
+            p1.mnt.fs.want_write()?;
             check_len(&c1)?;
             self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags)
         })

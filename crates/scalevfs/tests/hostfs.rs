@@ -1,0 +1,537 @@
+//! hostfs (read-only, exclusive policy) against the host kernel on the same tree.
+//!
+//! - Every object of a host tree reads the same through hostfs as through the kernel:
+//!   `lstat` (all but `st_dev`), the names of each directory, file data, symlink text, and
+//!   one inode for the two names of a hard link.
+//! - Confinement: the engine resolves `..`, absolute symlinks and `/proc` magic links in
+//!   its own namespace, rooted at the host directory. The oracle is the kernel's
+//!   `openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS)` from a descriptor of that
+//!   directory, which resolves as if it were `/`: both must name the same object, or fail
+//!   with the same errno.
+//! - Every change fails as it does on a read-only bind mount of the tree (`EROFS`, or the
+//!   errno Linux checks first). Needs root (`mount`); skipped otherwise.
+
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
+use scalevfs::{Creds, Errno, HostFs, HostFsOptions, OFlags as VO, Vfs};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A fresh directory on a tmpfs (`/dev/shm`), removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = if Path::new("/dev/shm").is_dir() {
+            "/dev/shm"
+        } else {
+            "/tmp"
+        };
+        let p = PathBuf::from(format!(
+            "{base}/scalevfs-hostfs-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The tree every test serves: directories, files with data, a hard link, a FIFO, and
+/// symlinks that try to leave the tree.
+fn build(root: &Path) {
+    use std::os::unix::fs::symlink;
+    let p = |s: &str| root.join(s);
+    for d in ["a", "a/b", "a/b/c", "empty", "etc"] {
+        std::fs::create_dir(p(d)).unwrap();
+    }
+    std::fs::write(p("f"), b"hello").unwrap();
+    std::fs::write(p("a/big"), vec![7u8; 100_000]).unwrap();
+    std::fs::write(p("a/b/c/deep"), b"deep").unwrap();
+    std::fs::write(p("etc/passwd"), b"inside").unwrap();
+    std::fs::hard_link(p("f"), p("a/hl")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        p("fifo").as_path(),
+        rustix::fs::FileType::Fifo,
+        Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    symlink("f", p("rel")).unwrap();
+    symlink("/etc/passwd", p("abs")).unwrap();
+    symlink("../../../../../../..", p("a/up")).unwrap();
+    symlink("/proc/self/root", p("proc")).unwrap();
+    symlink("/proc/self/fd/0", p("magic")).unwrap();
+    symlink("loop", p("loop")).unwrap();
+    symlink("b/c", p("a/toc")).unwrap();
+    symlink("/a/b/../../f", p("a/b/back")).unwrap();
+    std::fs::set_permissions(
+        p("a/b"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .unwrap();
+}
+
+fn serve(root: &Path) -> Arc<Vfs> {
+    Vfs::new(HostFs::new(root, HostFsOptions::default()).expect("hostfs over the tree"))
+}
+
+/// The host's `lstat` of `path` below `root`, as the engine reports it (the engine's
+/// device number in place of the host's).
+fn host_lstat(root: &Path, rel: &Path, dev: u64) -> scalevfs::Stat {
+    let st = rfs::lstat(root.join(rel.strip_prefix("/").unwrap())).unwrap();
+    let t = |s: i64, n: u64| scalevfs::Timespec {
+        sec: s,
+        nsec: n as u32,
+    };
+    scalevfs::Stat {
+        dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        nlink: st.st_nlink as u32,
+        uid: st.st_uid,
+        gid: st.st_gid,
+        rdev: st.st_rdev,
+        size: st.st_size as u64,
+        blksize: 0,
+        blocks: st.st_blocks as u64,
+        atime: t(st.st_atime, st.st_atime_nsec as u64),
+        mtime: t(st.st_mtime, st.st_mtime_nsec as u64),
+        ctime: t(st.st_ctime, st.st_ctime_nsec as u64),
+    }
+}
+
+#[test]
+fn every_object_reads_as_the_host_has_it() {
+    let s = Scratch::new("tree");
+    build(&s.0);
+    let vfs = serve(&s.0);
+    let p = vfs.process(Creds::root());
+    let tree = p.walk_tree("/").unwrap();
+    let dev = tree[0].1.dev;
+    // Every host entry is there, and nothing else.
+    let mut host_names = Vec::new();
+    for e in walkdir(&s.0, Path::new("/")) {
+        host_names.push(e);
+    }
+    let mut ours: Vec<PathBuf> = tree.iter().map(|(p, _)| p.clone()).collect();
+    host_names.sort();
+    ours.sort();
+    assert_eq!(ours, host_names);
+    for (path, st) in &tree {
+        let mut want = host_lstat(&s.0, path, dev);
+        want.blksize = st.blksize;
+        // The host updated the root's and directories' atime while we listed them.
+        want.atime = st.atime;
+        assert_eq!(*st, want, "lstat of {}", path.display());
+        let rel = s.0.join(path.strip_prefix("/").unwrap());
+        match st.mode & 0o170000 {
+            0o100000 => {
+                assert_eq!(p.read_file(path).unwrap(), std::fs::read(&rel).unwrap());
+            }
+            0o120000 => {
+                let t = std::fs::read_link(&rel).unwrap();
+                assert_eq!(p.readlink(path).unwrap(), t.as_os_str().as_bytes());
+            }
+            _ => {}
+        }
+    }
+    // The two names of a hard link are one inode.
+    let (f, hl) = (p.stat("/f").unwrap(), p.stat("/a/hl").unwrap());
+    assert_eq!((f.ino, f.nlink), (hl.ino, 2));
+    // Partial reads at an offset, and past the end.
+    let fd = p.open("/a/big", VO::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 10];
+    assert_eq!(p.pread(fd, &mut buf, 99_995).unwrap(), 5);
+    assert_eq!(p.pread(fd, &mut buf, 200_000).unwrap(), 0);
+    p.close(fd).unwrap();
+    // The FIFO is never opened on the host: a non-blocking read-only open succeeds in the
+    // engine, and reading it is the engine's business.
+    assert_eq!(p.lstat("/fifo").unwrap().mode & 0o170000, 0o010000);
+}
+
+/// The host entries below `root`, as absolute paths of the served tree.
+fn walkdir(root: &Path, rel: &Path) -> Vec<PathBuf> {
+    let mut out = vec![rel.to_path_buf()];
+    let full = root.join(rel.strip_prefix("/").unwrap());
+    if rfs::lstat(&full).unwrap().st_mode & 0o170000 == 0o040000 {
+        for e in std::fs::read_dir(&full).unwrap() {
+            out.extend(walkdir(root, &rel.join(e.unwrap().file_name())));
+        }
+    }
+    out
+}
+
+/// What the kernel says a path names beneath `root` (as if it were `/`): its inode
+/// number, or the errno.
+fn kernel_in_root(root: &OwnedFd, path: &str, follow: bool) -> Result<u64, i32> {
+    let flags = OFlags::PATH
+        | OFlags::CLOEXEC
+        | if follow {
+            OFlags::empty()
+        } else {
+            OFlags::NOFOLLOW
+        };
+    let how = ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS;
+    match rfs::openat2(root, path, flags, Mode::empty(), how) {
+        Ok(fd) => Ok(rfs::fstat(&fd).unwrap().st_ino),
+        Err(e) => Err(e.raw_os_error()),
+    }
+}
+
+#[test]
+fn paths_never_leave_the_tree() {
+    let s = Scratch::new("confine");
+    build(&s.0);
+    let vfs = serve(&s.0);
+    let p = vfs.process(Creds::root());
+    let root = rfs::open(&s.0, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    let cases = [
+        "/",
+        "/..",
+        "/../../..",
+        "/a/../..",
+        "/a/up",
+        "/a/up/f",
+        "/a/up/a/up/etc/passwd",
+        "/abs",
+        "/abs/",
+        "/rel",
+        "/a/toc/deep",
+        "/a/b/back",
+        "/proc",
+        "/proc/x",
+        "/magic",
+        "/loop",
+        "/loop/x",
+        "/etc/passwd/..",
+        "/f/",
+        "/f/x",
+        "/missing",
+        "/a/b/c/../../../f",
+        "a/up/../..",
+        "../..",
+    ];
+    for path in cases {
+        for follow in [true, false] {
+            let want = kernel_in_root(&root, path, follow);
+            let got = if follow { p.stat(path) } else { p.lstat(path) };
+            let got = got.map(|st| st.ino).map_err(|e: Errno| e.raw());
+            assert_eq!(got, want, "{path} (follow: {follow})");
+        }
+    }
+    // Data behind a symlink that points outside comes from inside.
+    assert_eq!(p.read_file("/abs").unwrap(), b"inside");
+}
+
+/// The errno of a host call, or 0.
+fn host<T>(r: rustix::io::Result<T>) -> i32 {
+    r.map_or_else(|e| e.raw_os_error(), |_| 0)
+}
+
+fn ours<T>(r: scalevfs::Result<T>) -> i32 {
+    r.map_or_else(|e| e.raw(), |_| 0)
+}
+
+/// A read-only bind mount of `src` at a new directory; unmounted when dropped.
+struct RoBind(Scratch);
+
+impl RoBind {
+    fn new(src: &Path) -> Option<RoBind> {
+        let dst = Scratch::new("robind");
+        let run = |args: &[&str]| {
+            std::process::Command::new("mount")
+                .args(args)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let d = dst.0.to_str().unwrap().to_string();
+        if !run(&["--bind", src.to_str().unwrap(), &d]) {
+            return None;
+        }
+        let b = RoBind(dst);
+        run(&["-o", "remount,bind,ro", &d]).then_some(b)
+    }
+}
+
+impl Drop for RoBind {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(&self.0 .0)
+            .status();
+    }
+}
+
+#[test]
+fn every_change_fails_as_on_a_read_only_mount() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to make a read-only bind mount");
+        return;
+    }
+    let s = Scratch::new("ro");
+    build(&s.0);
+    let Some(ro) = RoBind::new(&s.0) else {
+        eprintln!("skipped: mount --bind failed");
+        return;
+    };
+    let k = rfs::open(&ro.0 .0, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+    let vfs = serve(&s.0);
+    let p = vfs.process(Creds::root());
+    let u = vfs.process(Creds::user(1000, 1000, Vec::new()));
+    let m = |x: u32| Mode::from_raw_mode(x);
+    let o = |f: OFlags| -> i32 { host(rfs::openat(&k, "f", f, Mode::empty())) };
+    let v = |f: VO| -> i32 { ours(p.open("/f", f, 0)) };
+    let cases: Vec<(&str, i32, i32)> = vec![
+        (
+            "mkdir new",
+            host(rfs::mkdirat(&k, "new", m(0o755))),
+            ours(p.mkdir("/new", 0o755)),
+        ),
+        (
+            "mkdir existing",
+            host(rfs::mkdirat(&k, "a", m(0o755))),
+            ours(p.mkdir("/a", 0o755)),
+        ),
+        (
+            "mkdir dot",
+            host(rfs::mkdirat(&k, "a/.", m(0o755))),
+            ours(p.mkdir("/a/.", 0o755)),
+        ),
+        (
+            "mkdir in a missing dir",
+            host(rfs::mkdirat(&k, "nope/x", m(0o755))),
+            ours(p.mkdir("/nope/x", 0o755)),
+        ),
+        (
+            "mkdir under a file",
+            host(rfs::mkdirat(&k, "f/x", m(0o755))),
+            ours(p.mkdir("/f/x", 0o755)),
+        ),
+        (
+            "symlink new",
+            host(rfs::symlinkat("x", &k, "s")),
+            ours(p.symlink("x", "/s")),
+        ),
+        (
+            "symlink existing",
+            host(rfs::symlinkat("x", &k, "f")),
+            ours(p.symlink("x", "/f")),
+        ),
+        (
+            "unlink existing",
+            host(rfs::unlinkat(&k, "f", AtFlags::empty())),
+            ours(p.unlink("/f")),
+        ),
+        (
+            "unlink missing",
+            host(rfs::unlinkat(&k, "missing", AtFlags::empty())),
+            ours(p.unlink("/missing")),
+        ),
+        (
+            "rmdir dot",
+            host(rfs::unlinkat(&k, "a/.", AtFlags::REMOVEDIR)),
+            ours(p.rmdir("/a/.")),
+        ),
+        (
+            "rmdir dotdot",
+            host(rfs::unlinkat(&k, "a/..", AtFlags::REMOVEDIR)),
+            ours(p.rmdir("/a/..")),
+        ),
+        (
+            "rmdir empty",
+            host(rfs::unlinkat(&k, "empty", AtFlags::REMOVEDIR)),
+            ours(p.rmdir("/empty")),
+        ),
+        (
+            "rename",
+            host(rfs::renameat(&k, "f", &k, "g")),
+            ours(p.rename("/f", "/g")),
+        ),
+        (
+            "rename missing",
+            host(rfs::renameat(&k, "missing", &k, "g")),
+            ours(p.rename("/missing", "/g")),
+        ),
+        (
+            "link",
+            host(rfs::linkat(&k, "f", &k, "l", AtFlags::empty())),
+            ours(p.link("/f", "/l")),
+        ),
+        (
+            "link onto existing",
+            host(rfs::linkat(&k, "f", &k, "rel", AtFlags::empty())),
+            ours(p.link("/f", "/rel")),
+        ),
+        (
+            "chmod",
+            host(rfs::chmodat(&k, "f", m(0o600), AtFlags::empty())),
+            ours(p.chmod("/f", 0o600)),
+        ),
+        (
+            "chown",
+            host(rfs::chownat(&k, "f", None, None, AtFlags::empty())),
+            ours(p.chown("/f", None, None)),
+        ),
+        (
+            "truncate a file",
+            host(
+                rfs::openat(&k, "f", OFlags::PATH, Mode::empty()).and_then(|_| {
+                    rustix::fs::ftruncate(rfs::openat(&k, "f", OFlags::WRONLY, Mode::empty())?, 0)
+                }),
+            ),
+            ours(p.truncate("/f", 0)),
+        ),
+        ("open O_RDONLY", o(OFlags::RDONLY), v(VO::RDONLY)),
+        ("open O_WRONLY", o(OFlags::WRONLY), v(VO::WRONLY)),
+        ("open O_RDWR", o(OFlags::RDWR), v(VO::RDWR)),
+        (
+            "open O_TRUNC",
+            o(OFlags::RDONLY | OFlags::TRUNC),
+            v(VO::RDONLY | VO::TRUNC),
+        ),
+        (
+            "open O_CREAT existing",
+            o(OFlags::RDONLY | OFlags::CREATE),
+            v(VO::RDONLY | VO::CREAT),
+        ),
+        (
+            "open O_CREAT|O_EXCL existing",
+            o(OFlags::RDONLY | OFlags::CREATE | OFlags::EXCL),
+            v(VO::RDONLY | VO::CREAT | VO::EXCL),
+        ),
+        (
+            "open O_CREAT missing",
+            host(rfs::openat(
+                &k,
+                "newf",
+                OFlags::WRONLY | OFlags::CREATE,
+                m(0o644),
+            )),
+            ours(p.open("/newf", VO::WRONLY | VO::CREAT, 0o644)),
+        ),
+        (
+            "open a directory O_RDWR",
+            host(rfs::openat(&k, "a", OFlags::RDWR, Mode::empty())),
+            ours(p.open("/a", VO::RDWR, 0)),
+        ),
+        (
+            "access W_OK",
+            host(rfs::accessat(
+                &k,
+                "f",
+                rfs::Access::WRITE_OK,
+                AtFlags::empty(),
+            )),
+            ours(p.access("/f", scalevfs::Access::W_OK)),
+        ),
+        (
+            "access R_OK",
+            host(rfs::accessat(
+                &k,
+                "f",
+                rfs::Access::READ_OK,
+                AtFlags::empty(),
+            )),
+            ours(p.access("/f", scalevfs::Access::R_OK)),
+        ),
+    ];
+    // The user cases: the kernel side switches this thread's credentials.
+    let as_user = |f: &dyn Fn() -> i32| -> i32 {
+        rustix::thread::set_thread_res_gid(
+            rustix::process::Gid::from_raw(1000),
+            rustix::process::Gid::from_raw(1000),
+            rustix::process::Gid::ROOT,
+        )
+        .unwrap();
+        rustix::thread::set_thread_res_uid(
+            rustix::process::Uid::from_raw(1000),
+            rustix::process::Uid::from_raw(1000),
+            rustix::process::Uid::ROOT,
+        )
+        .unwrap();
+        let r = f();
+        rustix::thread::set_thread_res_uid(
+            rustix::process::Uid::ROOT,
+            rustix::process::Uid::ROOT,
+            rustix::process::Uid::ROOT,
+        )
+        .unwrap();
+        rustix::thread::set_thread_res_gid(
+            rustix::process::Gid::ROOT,
+            rustix::process::Gid::ROOT,
+            rustix::process::Gid::ROOT,
+        )
+        .unwrap();
+        r
+    };
+    let mut cases = cases;
+    cases.push((
+        "access W_OK as a user",
+        as_user(&|| {
+            host(rfs::accessat(
+                &k,
+                "f",
+                rfs::Access::WRITE_OK,
+                AtFlags::empty(),
+            ))
+        }),
+        ours(u.access("/f", scalevfs::Access::W_OK)),
+    ));
+    cases.push((
+        "open O_WRONLY as a user",
+        as_user(&|| host(rfs::openat(&k, "f", OFlags::WRONLY, Mode::empty()))),
+        ours(u.open("/f", VO::WRONLY, 0)),
+    ));
+    cases.push((
+        "open O_RDONLY|O_TRUNC as a user",
+        as_user(&|| {
+            host(rfs::openat(
+                &k,
+                "f",
+                OFlags::RDONLY | OFlags::TRUNC,
+                Mode::empty(),
+            ))
+        }),
+        ours(u.open("/f", VO::RDONLY | VO::TRUNC, 0)),
+    ));
+    cases.push((
+        "unlink as a user in a 0711 dir",
+        as_user(&|| host(rfs::unlinkat(&k, "a/b/c", AtFlags::REMOVEDIR))),
+        ours(u.rmdir("/a/b/c")),
+    ));
+    cases.push((
+        "chmod as a user",
+        as_user(&|| host(rfs::chmodat(&k, "f", m(0o600), AtFlags::empty()))),
+        ours(u.chmod("/f", 0o600)),
+    ));
+    cases.push((
+        "mkdir as a user in a 0711 dir",
+        as_user(&|| host(rfs::mkdirat(&k, "a/b/x", m(0o755)))),
+        ours(u.mkdir("/a/b/x", 0o755)),
+    ));
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter(|(_, k, v)| k != v)
+        .map(|(what, k, v)| {
+            format!(
+                "{what}: kernel {} scalevfs {}",
+                Errno::from_raw(*k).name(),
+                Errno::from_raw(*v).name()
+            )
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // Nothing changed on the host.
+    assert_eq!(std::fs::read(s.0.join("f")).unwrap(), b"hello");
+    assert!(!s.0.join("new").exists() && !s.0.join("newf").exists());
+}
