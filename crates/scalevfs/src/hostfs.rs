@@ -29,6 +29,12 @@
 //! names another object). The *shared* policy (a TTL and the directory's mtime/ctime) and
 //! writes through to the host are still to come (issue 10).
 //!
+//! # Reclamation
+//! Nothing is evicted yet (bounded caches are still to come): every loaded object stays in
+//! the inode cache, and every loaded directory keeps its descriptor, until the file system
+//! is dropped with its last mount. `HostFs::new` raises the soft limit on open descriptors
+//! to the hard one for this reason. An open file's data descriptor is closed with it.
+//!
 //! # What protects what
 //! [`HostFs`] holds no lock of its own. The inode cache's shards are locked only briefly
 //! by a miss (see `icache`); a node's directory descriptor is set once (`OnceLock`);
