@@ -61,9 +61,11 @@ pub struct OpenFile {
     fd_refs: AtomicU32,
     /// Whether it was ever in a descriptor table.
     installed: AtomicBool,
-    /// The storage's descriptor of a stored file's data (`Contents::Stored`), opened by the
-    /// first read (`FileSystem::open_data`) and closed with the description.
-    pub(crate) data: std::sync::OnceLock<std::os::fd::OwnedFd>,
+    /// The storage's descriptor of a stored file's data (`Contents::Stored`), or -1: opened
+    /// by the first read (`FileSystem::open_data`), installed by CAS, and closed with the
+    /// description. A raw number, not a `OnceLock<OwnedFd>`: it fits in the padding after
+    /// `fd_refs`, where 8 more bytes would move every description to a larger allocation.
+    data: std::sync::atomic::AtomicI32,
 }
 
 impl OpenFile {
@@ -97,7 +99,7 @@ impl OpenFile {
             pos: Mutex::new(0),
             fd_refs: AtomicU32::new(0),
             installed: AtomicBool::new(false),
-            data: std::sync::OnceLock::new(),
+            data: std::sync::atomic::AtomicI32::new(-1),
         }
     }
 
@@ -132,8 +134,41 @@ impl OpenFile {
     }
 }
 
+impl OpenFile {
+    /// The stored file's data descriptor, opened by `open` on the first call (a racing
+    /// first call's descriptor is closed, and the winner's serves both).
+    pub(crate) fn data_fd(
+        &self,
+        open: impl FnOnce() -> Result<std::os::fd::OwnedFd>,
+    ) -> Result<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::{BorrowedFd, IntoRawFd};
+        let mut fd = self.data.load(Acquire);
+        if fd < 0 {
+            let new = open()?.into_raw_fd();
+            fd = match self.data.compare_exchange(-1, new, AcqRel, Acquire) {
+                Ok(_) => new,
+                Err(won) => {
+                    // SAFETY: `new` came from `into_raw_fd` above and was never shared.
+                    drop(unsafe {
+                        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new)
+                    });
+                    won
+                }
+            };
+        }
+        // SAFETY: `fd` is this description's own descriptor, installed once and closed only
+        // in `drop`, which cannot run while `&self` is borrowed.
+        Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+}
+
 impl Drop for OpenFile {
     fn drop(&mut self) {
+        let fd = *self.data.get_mut();
+        if fd >= 0 {
+            // SAFETY: installed by `data_fd` from an `OwnedFd`, and owned by this description.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        }
         if !self.installed.load(Acquire) {
             self.mnt.users.add(-1);
             self.mnt.fs.release(&self.inode);

@@ -402,15 +402,7 @@ impl Process {
                 Ok(n)
             }
             crate::inode::Contents::Stored => {
-                let fd = match f.data.get() {
-                    Some(fd) => fd,
-                    None => {
-                        let fd = f.mnt.fs.open_data(&f.inode)?;
-                        // A racing first read may have set it: its descriptor serves.
-                        let _ = f.data.set(fd);
-                        f.data.get().expect("set above")
-                    }
-                };
+                let fd = f.data_fd(|| f.mnt.fs.open_data(&f.inode))?;
                 loop {
                     match rustix::io::pread(fd, &mut *buf, off) {
                         Ok(n) => return Ok(n),
