@@ -131,9 +131,10 @@ impl HostFs {
             at: None,
             dir: OnceLock::from(root_fd),
         };
-        fs.nodes
-            .get_or_load(fs.key(st.ino), || Ok::<_, Errno>(node))
-            .expect("a new cache holds the root");
+        drop(
+            fs.nodes
+                .get_or_load(fs.key(st.ino), || Ok::<_, Errno>(node))?,
+        );
         let cache = CacheOptions {
             hash_buckets: opts.hash_buckets,
             max_negative: opts.max_negative,
