@@ -24,6 +24,9 @@ echo "== clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
+echo "== differential cases and plans on hostfs (writes through to a host tmpfs directory)"
+SCALEVFS_TEST_BACKEND=host PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
+    cargo test --release -p scalevfs --test semantics --test plans
 echo "== loom models"
 # crossbeam_loom puts crossbeam-epoch on loom too (see crates/scalevfs/Cargo.toml).
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR="$target/loom" \

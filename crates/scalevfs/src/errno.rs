@@ -96,3 +96,15 @@ impl From<Errno> for std::io::Error {
         std::io::Error::from_raw_os_error(e.0)
     }
 }
+
+impl From<rustix::io::Errno> for Errno {
+    /// A host errno is the engine's: the same number.
+    fn from(e: rustix::io::Errno) -> Self {
+        Errno(e.raw_os_error())
+    }
+}
+
+/// A host errno as the engine's (see the `From` impl), for `map_err`.
+pub(crate) fn host(e: rustix::io::Errno) -> Errno {
+    e.into()
+}

@@ -62,8 +62,8 @@ pub struct OpenFile {
     /// Whether it was ever in a descriptor table.
     installed: AtomicBool,
     /// The storage's descriptor of a stored file's data (`Contents::Stored`), or -1: opened
-    /// by the first read (`FileSystem::open_data`), installed by CAS, and closed with the
-    /// description. A raw number, not a `OnceLock<OwnedFd>`: it fits in the padding after
+    /// when the description is (`FileSystem::open_data`; never for `O_PATH`), installed by
+    /// CAS, and closed with the description. A raw number, not a `OnceLock<OwnedFd>`: it fits in the padding after
     /// `fd_refs`, where 8 more bytes would move every description to a larger allocation.
     data: std::sync::atomic::AtomicI32,
 }
@@ -159,6 +159,20 @@ impl OpenFile {
         // SAFETY: `fd` is this description's own descriptor, installed once and closed only
         // in `drop`, which cannot run while `&self` is borrowed.
         Ok(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+
+    /// The stored file's data descriptor, opened for this description's access mode if it
+    /// was not yet (see [`OpenFile::data_fd`]).
+    pub(crate) fn stored_fd(&self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        let write = self.flags.0 & OFlags::ACCMODE.0 != OFlags::RDONLY.0;
+        self.data_fd(|| self.mnt.fs.open_data(&self.inode, write))
+    }
+
+    /// The data descriptor, if this description has one (a stored file's, opened).
+    pub(crate) fn data_fd_if_open(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        let fd = self.data.load(Acquire);
+        // SAFETY: as in `data_fd`: installed once, closed only in `drop`.
+        (fd >= 0).then(|| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
     }
 }
 

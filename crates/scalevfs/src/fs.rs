@@ -73,6 +73,7 @@ use crate::sync::StripedCounter;
 use crate::types::{StatFs, Timespec};
 use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -155,15 +156,127 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         false
     }
 
-    /// Opens the data of `inode`, a `Contents::Stored` regular file, for reading: a host
-    /// descriptor the open file keeps until it is closed. Called with no lock held, on the
-    /// first read of an open file.
+    /// Opens the data of `inode`, a `Contents::Stored` regular file, for reading and, if
+    /// `write`, for writing: a host descriptor the open description keeps until it is
+    /// closed. Called with no lock held, when a description of the file is opened (not for
+    /// `O_PATH`), so that its data stays reachable after its names go.
     ///
     /// Errors: the storage's (`EACCES`, `EIO`, `ESTALE` if the object is gone).
-    fn open_data(&self, inode: &Inode) -> Result<std::os::fd::OwnedFd> {
-        let _ = inode;
+    fn open_data(&self, inode: &Inode, write: bool) -> Result<std::os::fd::OwnedFd> {
+        let _ = (inode, write);
         Err(crate::errno::Errno::EIO)
     }
+
+    /// Whether the namespace and attributes live in storage that every change must reach
+    /// (hostfs). If so the call layer calls [`FileSystem::create`] for every named create
+    /// and the store hooks below ([`FileSystem::remove`], [`FileSystem::rename`],
+    /// [`FileSystem::link`], [`FileSystem::set_attr`]) for every change, after each of its
+    /// own checks passed and before the dentry cache changes; an error from the hook is the
+    /// call's, and nothing changed. Read once, so a file system that keeps everything in
+    /// the cache (memfs) pays a branch, not a call.
+    fn writes_through(&self) -> bool {
+        false
+    }
+
+    /// A new inode for `name` in the directory `dir` (`mkdir`, `mknod`, `symlink`,
+    /// `open(O_CREAT)`), made in storage: see [`FileSystem::new_inode`] for the rest.
+    /// Called with `dir`'s lock held, once the engine's checks passed (the name is free,
+    /// the caller may write there).
+    ///
+    /// Errors: those of [`FileSystem::new_inode`], and the storage's (`ENOSPC`, `EIO`,
+    /// `EEXIST` if storage holds a name the cache does not, ...).
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &self,
+        dir: &Inode,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+        target: Option<&[u8]>,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        let _ = (dir, name);
+        self.new_inode(mode, uid, gid, rdev, target, now)
+    }
+
+    /// A new regular file without a name, in `dir`'s file system (`O_TMPFILE`): see
+    /// [`FileSystem::new_inode`]. A later `link` may give it one. Called with no lock held.
+    fn tmpfile(
+        &self,
+        dir: &Inode,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        let _ = dir;
+        self.new_inode(mode, uid, gid, 0, None, now)
+    }
+
+    /// Removes `name`, which names `victim`, from `dir` in storage (`unlink`, or `rmdir`
+    /// when `victim` is a directory, which the engine found empty). Called with `dir`'s
+    /// lock held (and `victim`'s, for a directory) once every check passed.
+    fn remove(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {
+        let _ = (dir, name, victim);
+        Ok(())
+    }
+
+    /// Renames `from` to `to` in storage: `moved` is what `from` names, `replaced` what
+    /// `to` named (an empty directory if `moved` is one); with `exchange`, the two swap
+    /// (`RENAME_EXCHANGE`, `replaced` present). Called with both directories' locks held
+    /// (and a replaced directory's) once every check passed.
+    fn rename(
+        &self,
+        from: (&Inode, &[u8]),
+        to: (&Inode, &[u8]),
+        moved: &Inode,
+        replaced: Option<&Inode>,
+        exchange: bool,
+    ) -> Result<()> {
+        let _ = (from, to, moved, replaced, exchange);
+        Ok(())
+    }
+
+    /// Adds the name `name` in `dir` to `inode` in storage (`link`). Called with `dir`'s
+    /// lock held once every check passed.
+    fn link(&self, inode: &Inode, dir: &Inode, name: &[u8]) -> Result<()> {
+        let _ = (inode, dir, name);
+        Ok(())
+    }
+
+    /// Changes `inode`'s attributes in storage (`chmod`, `chown`, `utimensat`,
+    /// `truncate`, and the set-id bits a write or a `chown` clears). `fd` is the data
+    /// descriptor of the description the call came through, if it has one (the object
+    /// may have no name left). Called before the engine's inode changes. Returns the
+    /// 512-byte blocks the object uses after a size change, where storage reports them.
+    fn set_attr(
+        &self,
+        inode: &Inode,
+        attr: &StoreAttr,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<Option<u64>> {
+        let _ = (inode, attr, fd);
+        Ok(None)
+    }
+}
+
+/// An attribute change for storage ([`FileSystem::set_attr`]); `None` leaves one alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StoreAttr {
+    /// Permission and set-id/sticky bits.
+    pub(crate) perm: Option<u32>,
+    /// Owner.
+    pub(crate) uid: Option<u32>,
+    /// Group.
+    pub(crate) gid: Option<u32>,
+    /// Size (a regular file's).
+    pub(crate) size: Option<u64>,
+    /// Access time, set explicitly (`utimensat`).
+    pub(crate) atime: Option<Timespec>,
+    /// Modification time, set explicitly (`utimensat`).
+    pub(crate) mtime: Option<Timespec>,
 }
 
 /// Options of the dentry cache a [`SuperBlock`] keeps for its file system.
@@ -205,6 +318,8 @@ pub struct SuperBlock {
     complete: bool,
     /// [`FileSystem::read_only`], read once.
     read_only: bool,
+    /// [`FileSystem::writes_through`], read once.
+    stores: bool,
     /// Where callers wait for another's load of a directory.
     loads: Waiters,
     ops: Box<dyn FileSystem>,
@@ -239,6 +354,7 @@ impl SuperBlock {
             max_negative: opts.max_negative,
             complete: ops.complete(),
             read_only: ops.read_only(),
+            stores: ops.writes_through(),
             // A complete file system never loads: one queue, never used.
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             ops,
@@ -262,19 +378,17 @@ impl SuperBlock {
     }
 
     /// Opens a stored file's data (see [`FileSystem::open_data`]).
-    pub(crate) fn open_data(&self, inode: &Inode) -> Result<std::os::fd::OwnedFd> {
-        self.ops.open_data(inode)
+    pub(crate) fn open_data(&self, inode: &Inode, write: bool) -> Result<std::os::fd::OwnedFd> {
+        self.ops.open_data(inode, write)
     }
 
-    /// The root dentry.
-    pub(crate) fn root(&self) -> &DRef {
-        self.root.as_ref().expect("root present until drop")
-    }
-
-    /// A new inode (see [`FileSystem::new_inode`]).
+    /// A new inode for `name` in `dir` (see [`FileSystem::create`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline]
-    pub(crate) fn new_inode(
+    pub(crate) fn create(
         &self,
+        dir: &Inode,
+        name: &[u8],
         mode: u32,
         uid: u32,
         gid: u32,
@@ -282,7 +396,85 @@ impl SuperBlock {
         target: Option<&[u8]>,
         now: Timespec,
     ) -> Result<Arc<Inode>> {
-        self.ops.new_inode(mode, uid, gid, rdev, target, now)
+        if self.stores {
+            self.ops
+                .create(dir, name, mode, uid, gid, rdev, target, now)
+        } else {
+            self.ops.new_inode(mode, uid, gid, rdev, target, now)
+        }
+    }
+
+    /// A new nameless regular file (see [`FileSystem::tmpfile`]).
+    pub(crate) fn tmpfile(
+        &self,
+        dir: &Inode,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        if self.stores {
+            self.ops.tmpfile(dir, mode, uid, gid, now)
+        } else {
+            self.ops.new_inode(mode, uid, gid, 0, None, now)
+        }
+    }
+
+    /// [`FileSystem::remove`], where the file system writes through.
+    #[inline]
+    pub(crate) fn store_remove(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {
+        if self.stores {
+            self.ops.remove(dir, name, victim)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`FileSystem::rename`], where the file system writes through.
+    #[inline]
+    pub(crate) fn store_rename(
+        &self,
+        from: (&Inode, &[u8]),
+        to: (&Inode, &[u8]),
+        moved: &Inode,
+        replaced: Option<&Inode>,
+        exchange: bool,
+    ) -> Result<()> {
+        if self.stores {
+            self.ops.rename(from, to, moved, replaced, exchange)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`FileSystem::link`], where the file system writes through.
+    #[inline]
+    pub(crate) fn store_link(&self, inode: &Inode, dir: &Inode, name: &[u8]) -> Result<()> {
+        if self.stores {
+            self.ops.link(inode, dir, name)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`FileSystem::set_attr`], where the file system writes through.
+    #[inline]
+    pub(crate) fn store_attr(
+        &self,
+        inode: &Inode,
+        attr: &StoreAttr,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<Option<u64>> {
+        if self.stores {
+            self.ops.set_attr(inode, attr, fd)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// The root dentry.
+    pub(crate) fn root(&self) -> &DRef {
+        self.root.as_ref().expect("root present until drop")
     }
 
     /// Gives back a hold on `inode`, evicting it with the last one.

@@ -41,15 +41,15 @@
 //! the table of host devices is a mutex taken only when an entry's device is not the
 //! root's (a host mount inside the source). No lock is held across a host system call.
 
-use crate::errno::{Errno, Result};
-use crate::fs::{CacheOptions, FileSystem, SuperBlock};
-use crate::icache::{InodeCache, InodeKey};
+use crate::errno::{host, Errno, Result};
+use crate::fs::{CacheOptions, FileSystem, StoreAttr, SuperBlock};
+use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
 use crate::types::{mode::*, Stat, StatFs, Timespec};
 use parking_lot::Mutex;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use std::ffi::CStr;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
@@ -62,6 +62,9 @@ pub struct HostFsOptions {
     pub hash_buckets: usize,
     /// Cap on cached negative entries (see [`crate::MemFsOptions::max_negative`]).
     pub max_negative: Option<u64>,
+    /// Refuse every change with `EROFS`, as a read-only mount does; the host is then never
+    /// written.
+    pub read_only: bool,
 }
 
 impl Default for HostFsOptions {
@@ -69,16 +72,56 @@ impl Default for HostFsOptions {
         HostFsOptions {
             hash_buckets: 256,
             max_negative: None,
+            read_only: false,
         }
     }
 }
 
-/// Where a host object is: its directory's descriptor and its name there (the root has
-/// none), and, for a directory, its own descriptor once it was opened.
+/// A name of a host object: its directory's descriptor and the name there.
+type HostName = (Arc<OwnedFd>, Box<[u8]>);
+
+/// Where a host object is: the names the engine knows it by (none for the root; a hard
+/// link in a directory not yet loaded is not known), and, for a directory, its own
+/// descriptor once it was opened.
 struct HostNode {
     inode: Arc<Inode>,
-    at: Option<(Arc<OwnedFd>, Box<[u8]>)>,
+    /// The known names. When the last goes (`remove`, a rename over it) the node is
+    /// `dead`: the host may give its inode number to a new object, so the node leaves the
+    /// inode cache, and a lookup that finds it anyway takes it out and loads again.
+    names: Mutex<Names>,
     dir: OnceLock<Arc<OwnedFd>>,
+}
+
+#[derive(Default)]
+struct Names {
+    list: Vec<HostName>,
+    dead: bool,
+    /// The descriptor of a file made without a name (`O_TMPFILE`), until a link names it.
+    anon: Option<OwnedFd>,
+}
+
+impl HostNode {
+    fn new(inode: Arc<Inode>, name: Option<HostName>) -> HostNode {
+        HostNode {
+            inode,
+            names: Mutex::new(Names {
+                list: name.into_iter().collect(),
+                ..Names::default()
+            }),
+            dir: OnceLock::new(),
+        }
+    }
+
+    /// One of the object's names; `ENOENT` if it has none left (or is the root).
+    fn name(&self) -> Result<HostName> {
+        let n = self.names.lock();
+        let (d, name) = n.list.first().ok_or(Errno::ENOENT)?;
+        Ok((d.clone(), name.clone()))
+    }
+}
+
+fn same_name(n: &HostName, dir: &Arc<OwnedFd>, name: &[u8]) -> bool {
+    Arc::ptr_eq(&n.0, dir) && &*n.1 == name
 }
 
 /// A host directory as a file system for the engine (see the module docs).
@@ -91,6 +134,10 @@ pub struct HostFs {
     nodes: InodeCache<HostNode>,
     root: Arc<Inode>,
     root_fd: Arc<OwnedFd>,
+    read_only: bool,
+    /// The server's own ids: what the host gives a new object before `fchownat`.
+    euid: u32,
+    egid: u32,
 }
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
@@ -99,7 +146,7 @@ static NEXT_FS: AtomicU64 = AtomicU64::new(1);
 const INO_BITS: u32 = 48;
 
 impl HostFs {
-    /// Serves the host directory `source`, read-only.
+    /// Serves the host directory `source`.
     ///
     /// Errors: the host's for opening `source` (`ENOENT`, `ENOTDIR`, `EACCES`, ...);
     /// `EOVERFLOW` for a root inode number that needs more than 48 bits.
@@ -125,11 +172,13 @@ impl HostFs {
             nodes: InodeCache::new(),
             root: root.clone(),
             root_fd: root_fd.clone(),
+            read_only: opts.read_only,
+            euid: rustix::process::geteuid().as_raw(),
+            egid: rustix::process::getegid().as_raw(),
         };
         let node = HostNode {
-            inode: root,
-            at: None,
             dir: OnceLock::from(root_fd),
+            ..HostNode::new(root, None)
         };
         drop(
             fs.nodes
@@ -169,27 +218,121 @@ impl HostFs {
         Ok(ino | ((i as u64 + 1) << INO_BITS))
     }
 
+    /// The node of the engine inode `inode`: `ESTALE` if it left the cache (its names all
+    /// went) and the number now names another object.
+    fn node_of(&self, inode: &Inode) -> Result<Cached<'_, HostNode>> {
+        let node = self.nodes.get(self.key(inode.ino)).ok_or(Errno::ESTALE)?;
+        if !std::ptr::eq(&*node.inode, inode) {
+            return Err(Errno::ESTALE);
+        }
+        Ok(node)
+    }
+
     /// The descriptor of the directory whose engine inode is `dir`, opened now if it never
     /// was.
     fn dir_fd(&self, dir: &Inode) -> Result<Arc<OwnedFd>> {
-        let node = self.nodes.get(self.key(dir.ino)).ok_or(Errno::ESTALE)?;
+        let node = self.node_of(dir)?;
         if let Some(fd) = node.dir.get() {
             return Ok(fd.clone());
         }
-        let (parent, name) = node.at.as_ref().ok_or(Errno::ESTALE)?;
+        let (parent, name) = node.name()?;
         let fd = open_at(
-            parent,
-            name,
+            &parent,
+            &name,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW,
-            dir,
+            dir.ino,
         )?;
         Ok(node.dir.get_or_init(|| Arc::new(fd)).clone())
+    }
+
+    /// Finds or makes the node for `ino` (`make` runs only on a miss) and records `name`
+    /// as one of its names. A dead node found under the key (its names went, and the host
+    /// reused the number) is taken out of the cache first.
+    fn adopt(
+        &self,
+        ino: u64,
+        name: HostName,
+        make: impl Fn() -> Result<HostNode>,
+    ) -> Result<Cached<'_, HostNode>> {
+        loop {
+            let node = self.nodes.get_or_load(self.key(ino), &make)?;
+            {
+                let mut names = node.names.lock();
+                if !names.dead {
+                    if !names.list.iter().any(|n| same_name(n, &name.0, &name.1)) {
+                        names.list.push(name);
+                    }
+                    drop(names);
+                    return Ok(node);
+                }
+            }
+            drop(node);
+            self.forget(ino);
+        }
+    }
+
+    /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
+    /// lookups that found it.
+    fn forget(&self, ino: u64) {
+        let key = self.key(ino);
+        while !self.nodes.evict(key) {
+            match self.nodes.get(key) {
+                Some(n) if n.names.lock().dead => {}
+                // Gone, or already replaced by a live node.
+                _ => return,
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// `name` in `dir` no longer names `inode`: drop it from the node's names, and with the
+    /// last, the node from the cache.
+    fn unname(&self, inode: &Inode, dir: &Arc<OwnedFd>, name: &[u8]) {
+        let Ok(node) = self.node_of(inode) else {
+            return;
+        };
+        let dead = {
+            let mut names = node.names.lock();
+            names.list.retain(|n| !same_name(n, dir, name));
+            names.dead = names.list.is_empty();
+            names.dead
+        };
+        drop(node);
+        if dead {
+            self.forget(inode.ino);
+        }
+    }
+}
+
+/// Sets the mode of the entry `name` of `dir` (of type `ty`, engine inode number `ino`).
+/// `chmod` has no `*at` form that leaves a final symlink alone on every kernel, so the
+/// object is opened (`O_NOFOLLOW`, checked to be `ino`) and changed by descriptor; devices
+/// and sockets, which are never opened, and files the server may not open are changed by
+/// name, which follows a symlink only if the host swapped one in behind the engine (see
+/// the module docs, "Policy").
+fn chmod_at(dir: &OwnedFd, name: &[u8], ty: u32, ino: u64, m: Mode) -> Result<()> {
+    let open = |f: OFlags| open_at(dir, name, f | OFlags::NOFOLLOW | OFlags::NONBLOCK, ino);
+    let fd = match ty {
+        S_IFDIR => Some(open(OFlags::RDONLY | OFlags::DIRECTORY)),
+        S_IFREG | S_IFIFO => Some(match open(OFlags::RDONLY) {
+            Err(Errno::EACCES) => open(OFlags::WRONLY),
+            r => r,
+        }),
+        _ => None,
+    };
+    match fd {
+        Some(Ok(fd)) => rfs::fchmod(&fd, m).map_err(host),
+        Some(Err(Errno::EACCES)) | None => {
+            rfs::chmodat(dir, name, m, AtFlags::empty()).map_err(host)
+        }
+        Some(Err(e)) => Err(e),
     }
 }
 
 /// Opens `name` in `dir` with `flags` (plus `O_CLOEXEC | O_NOCTTY`), and checks that it is
-/// still the object `expect` was loaded from: `ESTALE` if the name now names another.
-fn open_at(dir: &OwnedFd, name: &[u8], flags: OFlags, expect: &Inode) -> Result<OwnedFd> {
+/// still the object whose engine inode number is `ino`: `ESTALE` if the name now names
+/// another.
+fn open_at(dir: &OwnedFd, name: &[u8], flags: OFlags, ino: u64) -> Result<OwnedFd> {
     let fd = rfs::openat(
         dir,
         name,
@@ -198,7 +341,7 @@ fn open_at(dir: &OwnedFd, name: &[u8], flags: OFlags, expect: &Inode) -> Result<
     )
     .map_err(host)?;
     let st = rfs::fstat(&fd).map_err(host)?;
-    if st.st_ino & ((1 << INO_BITS) - 1) != expect.ino & ((1 << INO_BITS) - 1) {
+    if st.st_ino & ((1 << INO_BITS) - 1) != ino & ((1 << INO_BITS) - 1) {
         return Err(Errno::ESTALE);
     }
     Ok(fd)
@@ -209,11 +352,6 @@ fn unloaded_dir() -> Contents {
         unloaded: true,
         ..Default::default()
     }))
-}
-
-/// A host errno as the engine's (the same number).
-fn host(e: rustix::io::Errno) -> Errno {
-    Errno::from_raw(e.raw_os_error())
 }
 
 fn stat_of(st: rfs::Stat) -> Stat {
@@ -265,11 +403,28 @@ impl FileSystem for HostFs {
         _: Option<&[u8]>,
         _: Timespec,
     ) -> Result<Arc<Inode>> {
-        // Every create checks `read_only` first; none reaches here.
-        Err(Errno::EROFS)
+        // Only `O_TMPFILE` asks for an inode without a name, and the call layer refuses it
+        // on a file system that writes through.
+        Err(Errno::EOPNOTSUPP)
     }
 
-    fn evict(&self, _: &Inode) {}
+    /// The engine let go of an object with no link left (its last name went while it was
+    /// open, or an `O_TMPFILE` file was closed unlinked): its number is the host's to reuse.
+    fn evict(&self, inode: &Inode) {
+        let Ok(node) = self.node_of(inode) else {
+            return;
+        };
+        let dead = {
+            let mut names = node.names.lock();
+            names.anon = None;
+            names.dead = names.list.is_empty();
+            names.dead
+        };
+        drop(node);
+        if dead {
+            self.forget(inode.ino);
+        }
+    }
 
     fn transfer_owner(&self, _: &Inode, _: u32) {}
 
@@ -277,8 +432,9 @@ impl FileSystem for HostFs {
         0
     }
 
-    fn charge_pages(&self, _: u64, _: bool) -> u64 {
-        0
+    fn charge_pages(&self, n: u64, _: bool) -> u64 {
+        // The host's space is the host's: a write that does not fit fails there (ENOSPC).
+        n
     }
 
     fn uncharge_pages(&self, _: u64) {}
@@ -309,6 +465,10 @@ impl FileSystem for HostFs {
     }
 
     fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn writes_through(&self) -> bool {
         true
     }
 
@@ -329,7 +489,7 @@ impl FileSystem for HostFs {
                 Err(e) => return Err(host(e)),
             };
             let ino = self.ino_of(st.dev, st.ino)?;
-            let node = self.nodes.get_or_load(self.key(ino), || {
+            let node = self.adopt(ino, (fd.clone(), name.into()), || {
                 self.load_node(&fd, e.file_name(), &st, ino)
             })?;
             out.push((name.to_vec(), node.inode.clone()));
@@ -337,15 +497,306 @@ impl FileSystem for HostFs {
         Ok(out)
     }
 
-    fn open_data(&self, inode: &Inode) -> Result<OwnedFd> {
-        let node = self.nodes.get(self.key(inode.ino)).ok_or(Errno::ESTALE)?;
-        let (parent, name) = node.at.as_ref().ok_or(Errno::EISDIR)?;
-        open_at(
-            parent,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-            inode,
-        )
+    fn open_data(&self, inode: &Inode, write: bool) -> Result<OwnedFd> {
+        let node = self.node_of(inode)?;
+        let (dir, name) = {
+            let names = node.names.lock();
+            match (names.list.first(), &names.anon) {
+                (Some((d, n)), _) => (d.clone(), n.clone()),
+                // Read-write, like every `O_TMPFILE` descriptor.
+                (None, Some(anon)) => return rustix::io::dup(anon).map_err(host),
+                (None, None) => return Err(Errno::ENOENT),
+            }
+        };
+        drop(node);
+        let open = |acc| {
+            open_at(
+                &dir,
+                &name,
+                acc | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                inode.ino,
+            )
+        };
+        if !write {
+            return open(OFlags::RDONLY);
+        }
+        // The engine checked the caller's access; the server may still lack read access
+        // on the host (a write-only file of a server that is not root).
+        match open(OFlags::RDWR) {
+            Err(Errno::EACCES) => open(OFlags::WRONLY),
+            r => r,
+        }
+    }
+
+    fn create(
+        &self,
+        dir: &Inode,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+        target: Option<&[u8]>,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        let dfd = self.dir_fd(dir)?;
+        let perm = Mode::from_raw_mode(mode & 0o7777);
+        let contents = match mode & S_IFMT {
+            S_IFDIR => {
+                rfs::mkdirat(&*dfd, name, perm).map_err(host)?;
+                // New and empty: complete from the start, nothing to load.
+                Contents::Dir(parking_lot::Mutex::new(DirState::default()))
+            }
+            S_IFREG => {
+                let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW;
+                drop(rfs::openat(&*dfd, name, flags | OFlags::CLOEXEC, perm).map_err(host)?);
+                Contents::Stored(parking_lot::Mutex::new(()))
+            }
+            S_IFLNK => {
+                let t = target.unwrap_or_default();
+                rfs::symlinkat(t, &*dfd, name).map_err(host)?;
+                Contents::Symlink(t.into())
+            }
+            ty => {
+                let kind = rfs::FileType::from_raw_mode(ty);
+                rfs::mknodat(&*dfd, name, kind, perm, rdev).map_err(host)?;
+                Contents::Special
+            }
+        };
+        // From here the object exists on the host: a failure takes it away again.
+        let made = || -> Result<Stat> {
+            let is_link = mode & S_IFMT == S_IFLNK;
+            // The server's umask, and a set-gid parent, shaped what the host made: the
+            // owner is set first (a chown clears set-id bits), then the mode.
+            if uid != self.euid || gid != self.egid {
+                match rfs::chownat(
+                    &*dfd,
+                    name,
+                    Some(rustix::fs::Uid::from_raw(uid)),
+                    Some(rustix::fs::Gid::from_raw(gid)),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ) {
+                    // A server that may not give files away keeps them (see the module
+                    // docs); the engine still reports the caller's ownership.
+                    Ok(()) | Err(rustix::io::Errno::PERM) => {}
+                    Err(e) => return Err(host(e)),
+                }
+            }
+            let st = stat_of(rfs::statat(&*dfd, name, AtFlags::SYMLINK_NOFOLLOW).map_err(host)?);
+            if !is_link && st.mode & 0o7777 != mode & 0o7777 {
+                chmod_at(&dfd, name, mode & S_IFMT, st.ino, perm)?;
+            }
+            Ok(st)
+        };
+        let st = match made() {
+            Ok(st) => st,
+            Err(e) => {
+                let flags = if mode & S_IFMT == S_IFDIR {
+                    AtFlags::REMOVEDIR
+                } else {
+                    AtFlags::empty()
+                };
+                let _ = rfs::unlinkat(&*dfd, name, flags);
+                return Err(e);
+            }
+        };
+        let ino = self.ino_of(st.dev, st.ino)?;
+        let inode = Arc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
+        loop {
+            let node = self.adopt(ino, (dfd.clone(), name.into()), || {
+                Ok(HostNode::new(inode.clone(), None))
+            })?;
+            if Arc::ptr_eq(&node.inode, &inode) {
+                return Ok(inode);
+            }
+            // A live node under the new object's number: the object it stood for went
+            // behind the engine's back. It is stale: take it out and insert ours.
+            node.names.lock().dead = true;
+            drop(node);
+            self.forget(ino);
+        }
+    }
+
+    fn tmpfile(
+        &self,
+        dir: &Inode,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        let dfd = self.dir_fd(dir)?;
+        let perm = Mode::from_raw_mode(mode & 0o7777);
+        let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
+        let fd = rfs::openat(&*dfd, ".", flags, perm).map_err(host)?;
+        if uid != self.euid || gid != self.egid {
+            let (u, g) = (rfs::Uid::from_raw(uid), rfs::Gid::from_raw(gid));
+            match rfs::fchown(&fd, Some(u), Some(g)) {
+                Ok(()) | Err(rustix::io::Errno::PERM) => {}
+                Err(e) => return Err(host(e)),
+            }
+        }
+        rfs::fchmod(&fd, perm).map_err(host)?;
+        let st = stat_of(rfs::fstat(&fd).map_err(host)?);
+        let ino = self.ino_of(st.dev, st.ino)?;
+        let contents = Contents::Stored(parking_lot::Mutex::new(()));
+        let inode = Arc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
+        let fd = Mutex::new(Some(fd));
+        loop {
+            let node = self.nodes.get_or_load(self.key(ino), || {
+                let node = HostNode::new(inode.clone(), None);
+                node.names.lock().anon = fd.lock().take();
+                Ok::<_, Errno>(node)
+            })?;
+            if Arc::ptr_eq(&node.inode, &inode) {
+                return Ok(inode);
+            }
+            // A stale node under the number (see `create`).
+            node.names.lock().dead = true;
+            drop(node);
+            self.forget(ino);
+        }
+    }
+
+    fn remove(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {
+        let dfd = self.dir_fd(dir)?;
+        let flags = if victim.is_dir() {
+            AtFlags::REMOVEDIR
+        } else {
+            AtFlags::empty()
+        };
+        rfs::unlinkat(&*dfd, name, flags).map_err(host)?;
+        self.unname(victim, &dfd, name);
+        Ok(())
+    }
+
+    fn rename(
+        &self,
+        from: (&Inode, &[u8]),
+        to: (&Inode, &[u8]),
+        moved: &Inode,
+        replaced: Option<&Inode>,
+        exchange: bool,
+    ) -> Result<()> {
+        let ofd = self.dir_fd(from.0)?;
+        let nfd = self.dir_fd(to.0)?;
+        let flags = if exchange {
+            rfs::RenameFlags::EXCHANGE
+        } else if replaced.is_none() {
+            rfs::RenameFlags::NOREPLACE
+        } else {
+            rfs::RenameFlags::empty()
+        };
+        rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags).map_err(host)?;
+        let rename_in = |inode: &Inode, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
+            if let Ok(node) = self.node_of(inode) {
+                let mut names = node.names.lock();
+                names.list.retain(|n| !same_name(n, old.0, old.1));
+                names.list.push(new);
+            }
+        };
+        rename_in(moved, (&ofd, from.1), (nfd.clone(), to.1.into()));
+        match replaced {
+            Some(other) if exchange => rename_in(other, (&nfd, to.1), (ofd.clone(), from.1.into())),
+            Some(other) => self.unname(other, &nfd, to.1),
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn link(&self, inode: &Inode, dir: &Inode, name: &[u8]) -> Result<()> {
+        let dfd = self.dir_fd(dir)?;
+        let node = self.node_of(inode)?;
+        let mut names = node.names.lock();
+        match (names.list.first(), &names.anon) {
+            (Some((sdir, sname)), _) => {
+                rfs::linkat(&**sdir, &**sname, &*dfd, name, AtFlags::empty()).map_err(host)?
+            }
+            // An `O_TMPFILE` file's first name (the server needs CAP_DAC_READ_SEARCH).
+            (None, Some(anon)) => {
+                rfs::linkat(anon, "", &*dfd, name, AtFlags::EMPTY_PATH).map_err(host)?
+            }
+            (None, None) => return Err(Errno::ENOENT),
+        }
+        names.anon = None;
+        names.list.push((dfd, name.into()));
+        Ok(())
+    }
+
+    fn set_attr(
+        &self,
+        inode: &Inode,
+        attr: &StoreAttr,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<Option<u64>> {
+        // The description's data descriptor when there is one (the object may have no
+        // name left); else by name, never following a final symlink.
+        // By descriptor (`Err`): the description's data descriptor when there is one (the
+        // object may have no name left), or the root's own; or else by name (`Ok`), never
+        // following a final symlink.
+        let root = std::ptr::eq(inode, &*self.root);
+        let at = match fd.or_else(|| root.then(|| self.root_fd.as_fd())) {
+            Some(fd) => Err(fd),
+            None => Ok(self.node_of(inode)?.name()?),
+        };
+        if attr.uid.is_some() || attr.gid.is_some() {
+            let (u, g) = (
+                attr.uid.map(rustix::fs::Uid::from_raw),
+                attr.gid.map(rustix::fs::Gid::from_raw),
+            );
+            match &at {
+                Err(fd) => rfs::fchown(fd, u, g),
+                Ok((d, n)) => rfs::chownat(&**d, &**n, u, g, AtFlags::SYMLINK_NOFOLLOW),
+            }
+            .map_err(host)?;
+        }
+        if let Some(p) = attr.perm {
+            let m = Mode::from_raw_mode(p & 0o7777);
+            match &at {
+                Err(fd) => rfs::fchmod(fd, m).map_err(host),
+                Ok((d, n)) => chmod_at(d, n, inode.mode() & S_IFMT, inode.ino, m),
+            }?;
+        }
+        if attr.atime.is_some() || attr.mtime.is_some() {
+            let ts = |t: Option<Timespec>| match t {
+                Some(t) => rfs::Timespec {
+                    tv_sec: t.sec,
+                    tv_nsec: t.nsec as _,
+                },
+                None => rfs::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rfs::UTIME_OMIT,
+                },
+            };
+            let times = rfs::Timestamps {
+                last_access: ts(attr.atime),
+                last_modification: ts(attr.mtime),
+            };
+            match &at {
+                Err(fd) => rfs::futimens(fd, &times),
+                Ok((d, n)) => rfs::utimensat(&**d, &**n, &times, AtFlags::SYMLINK_NOFOLLOW),
+            }
+            .map_err(host)?;
+        }
+        let Some(len) = attr.size else {
+            return Ok(None);
+        };
+        let opened;
+        let fd = match fd {
+            Some(fd) => fd,
+            None => {
+                let (dir, name) = self.node_of(inode)?.name()?;
+                opened = open_at(
+                    &dir,
+                    &name,
+                    OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                    inode.ino,
+                )?;
+                opened.as_fd()
+            }
+        };
+        rfs::ftruncate(fd, len).map_err(host)?;
+        Ok(rfs::fstat(fd).ok().map(|st| st.st_blocks as u64))
     }
 }
 
@@ -354,7 +805,7 @@ impl HostFs {
     fn load_node(&self, dir: &Arc<OwnedFd>, name: &CStr, st: &Stat, ino: u64) -> Result<HostNode> {
         let contents = match st.mode & S_IFMT {
             S_IFDIR => unloaded_dir(),
-            S_IFREG => Contents::Stored,
+            S_IFREG => Contents::Stored(parking_lot::Mutex::new(())),
             S_IFLNK => {
                 let t = rfs::readlinkat(dir.as_fd(), name, Vec::new()).map_err(host)?;
                 Contents::Symlink(t.into_bytes().into())
@@ -363,11 +814,9 @@ impl HostFs {
         };
         let mut st = *st;
         st.ino = ino;
-        let inode = Arc::new(Inode::from_stat(&st, contents));
-        Ok(HostNode {
-            inode,
-            at: Some((dir.clone(), name.to_bytes().into())),
-            dir: OnceLock::new(),
-        })
+        Ok(HostNode::new(
+            Arc::new(Inode::from_stat(&st, contents)),
+            None,
+        ))
     }
 }

@@ -316,9 +316,11 @@ pub enum Contents {
     Symlink(Box<[u8]>),
     /// A FIFO, socket or device node: no contents.
     Special,
-    /// A regular file whose data its file system keeps (hostfs): read through
-    /// `FileSystem::open_data`, never through pages of the engine's.
-    Stored,
+    /// A regular file whose data its file system keeps (hostfs): read and written through
+    /// the descriptor `FileSystem::open_data` gives each open description, never through
+    /// pages of the engine's. The lock serializes the writes and truncations that change
+    /// its size, so that an append's offset and the size the engine reports agree.
+    Stored(Mutex<()>),
 }
 
 /// An inode. Shared as `Arc<Inode>`.
@@ -404,6 +406,8 @@ pub struct AttrUpdate {
     pub size: Option<u64>,
     /// Pages added (positive) or freed (negative).
     pub pages_delta: i64,
+    /// The 512-byte blocks in use, as storage reports them (a stored file's).
+    pub blocks: Option<u64>,
     /// Timestamps.
     pub times: Times,
 }
@@ -577,6 +581,9 @@ impl Inode {
         }
         if let Some(v) = u.size {
             self.size.store(v, Relaxed);
+        }
+        if let Some(b) = u.blocks {
+            self.blocks.store(b, Relaxed);
         }
         if u.pages_delta != 0 {
             let b = self.blocks.load(Relaxed) as i64 + u.pages_delta * (PAGE as i64 / 512);

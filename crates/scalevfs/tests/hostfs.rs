@@ -83,7 +83,11 @@ fn build(root: &Path) {
 }
 
 fn serve(root: &Path) -> Arc<Vfs> {
-    Vfs::new(HostFs::new(root, HostFsOptions::default()).expect("hostfs over the tree"))
+    let opts = HostFsOptions {
+        read_only: true,
+        ..HostFsOptions::default()
+    };
+    Vfs::new(HostFs::new(root, opts).expect("hostfs over the tree"))
 }
 
 /// The host's `lstat` of `path` below `root`, as the engine reports it (the engine's

@@ -146,6 +146,7 @@ impl Process {
                 mnt: &cwd.mnt,
                 inode: &inode,
                 flags: OFlags::PATH,
+                data: None,
             });
         }
         let of = self.file(dirfd)?;
@@ -153,6 +154,7 @@ impl Process {
             mnt: &of.mnt,
             inode: &of.inode,
             flags: of.flags,
+            data: of.data_fd_if_open(),
         })
     }
 
@@ -261,36 +263,47 @@ impl Process {
         dirfd: impl Desc,
         path: &Path,
         flags: AtFlags,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds) -> Result<R>,
+        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         let path = cpath(path)?;
         if path.is_empty() {
             let g = crossbeam_epoch::pin();
             let creds = self.creds_ref(&g).clone();
-            return self.empty_path(dirfd, flags, |of| f(of.inode, &of.mnt.fs, &creds));
+            return self.empty_path(dirfd, flags, |of| f(of.inode, &of.mnt.fs, &creds, of.data));
         }
         self.at(dirfd, path, |cx, start| {
             let (p, _hold) =
                 Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
             let inode = p.inode.ok_or(Errno::ENOENT)?.arc();
-            f(&inode, &p.mnt.fs, cx.creds)
+            f(&inode, &p.mnt.fs, cx.creds, None)
         })
     }
 
     pub(super) fn with_fd<R>(
         &self,
         fd: impl Desc,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds) -> Result<R>,
+        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         let of = self.file(fd)?;
         if of.is_path() {
             return Err(Errno::EBADF);
         }
         let g = crossbeam_epoch::pin();
-        f(&of.inode, &of.mnt.fs, self.creds_ref(&g))
+        f(
+            &of.inode,
+            &of.mnt.fs,
+            self.creds_ref(&g),
+            of.data_fd_if_open(),
+        )
     }
 
-    pub(super) fn do_chmod(inode: &Inode, mode: u32, creds: &Creds) -> Result<()> {
+    pub(super) fn do_chmod(
+        inode: &Inode,
+        fs: &SuperBlock,
+        fd: Option<BorrowedFd<'_>>,
+        mode: u32,
+        creds: &Creds,
+    ) -> Result<()> {
         if creds.uid != 0 && creds.uid != inode.uid() {
             return Err(Errno::EPERM);
         }
@@ -303,8 +316,7 @@ impl Process {
             times: Times::change(now()),
             ..Default::default()
         };
-        Self::setattr(inode, &u);
-        Ok(())
+        Self::setattr(fs, inode, &u, fd)
     }
 
     /// `chmod(2)`.
@@ -314,9 +326,9 @@ impl Process {
 
     /// `fchmod(2)`.
     pub fn fchmod(&self, fd: impl Desc, mode: u32) -> Result<()> {
-        self.with_fd(fd, |i, fs, c| {
+        self.with_fd(fd, |i, fs, c, fd| {
             fs.want_write()?;
-            Self::do_chmod(i, mode, c)
+            Self::do_chmod(i, fs, fd, mode, c)
         })
     }
 
@@ -331,19 +343,20 @@ impl Process {
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c, fd| {
             // Linux `chmod_common`: EROFS, then `notify_change`'s checks.
             fs.want_write()?;
             if i.mode() & S_IFMT == S_IFLNK {
                 return Err(Errno::EOPNOTSUPP);
             }
-            Self::do_chmod(i, mode, c)
+            Self::do_chmod(i, fs, fd, mode, c)
         })
     }
 
     pub(super) fn do_chown(
         inode: &Inode,
         fs: &SuperBlock,
+        fd: Option<BorrowedFd<'_>>,
         uid: Option<u32>,
         gid: Option<u32>,
         creds: &Creds,
@@ -383,18 +396,32 @@ impl Process {
             times: Times::change(now()),
             ..Default::default()
         };
-        Self::setattr(inode, &u);
+        Self::setattr(fs, inode, &u, fd)?;
         if let Some(uid) = uid {
             fs.transfer_owner(inode, uid);
         }
         Ok(())
     }
 
-    /// Applies a mode or owner change; for a directory it changes who may search it, so
-    /// cached walks through it are invalidated.
-    pub(super) fn setattr(inode: &Inode, u: &AttrUpdate) {
+    /// Applies a mode or owner change, in storage first where the file system writes
+    /// through; for a directory it changes who may search it, so cached walks through it
+    /// are invalidated.
+    pub(super) fn setattr(
+        fs: &SuperBlock,
+        inode: &Inode,
+        u: &AttrUpdate,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<()> {
+        let attr = StoreAttr {
+            perm: u.perm,
+            uid: u.uid,
+            gid: u.gid,
+            ..Default::default()
+        };
+        fs.store_attr(inode, &attr, fd)?;
         let _ns = inode.is_dir().then(NsChange::begin);
         inode.update(u);
+        Ok(())
     }
 
     /// `chown(2)`; `None` leaves an id unchanged.
@@ -409,9 +436,9 @@ impl Process {
 
     /// `fchown(2)`.
     pub fn fchown(&self, fd: impl Desc, uid: Option<u32>, gid: Option<u32>) -> Result<()> {
-        self.with_fd(fd, |i, fs, c| {
+        self.with_fd(fd, |i, fs, c, fd| {
             fs.want_write()?;
-            Self::do_chown(i, fs, uid, gid, c)
+            Self::do_chown(i, fs, fd, uid, gid, c)
         })
     }
 
@@ -427,13 +454,19 @@ impl Process {
         if flags.0 & !(AtFlags::SYMLINK_NOFOLLOW.0 | AtFlags::EMPTY_PATH.0) != 0 {
             return Err(Errno::EINVAL);
         }
-        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c, fd| {
             fs.want_write()?;
-            Self::do_chown(i, fs, uid, gid, c)
+            Self::do_chown(i, fs, fd, uid, gid, c)
         })
     }
 
-    pub(super) fn do_utimens(inode: &Inode, times: [SetTime; 2], creds: &Creds) -> Result<()> {
+    pub(super) fn do_utimens(
+        inode: &Inode,
+        fs: &SuperBlock,
+        fd: Option<BorrowedFd<'_>>,
+        times: [SetTime; 2],
+        creds: &Creds,
+    ) -> Result<()> {
         if times == [SetTime::Omit, SetTime::Omit] {
             return Ok(());
         }
@@ -451,9 +484,16 @@ impl Process {
             SetTime::Omit => None,
             SetTime::Set(v) => Some(v),
         };
+        let (atime, mtime) = (pick(times[0]), pick(times[1]));
+        let attr = StoreAttr {
+            atime,
+            mtime,
+            ..Default::default()
+        };
+        fs.store_attr(inode, &attr, fd)?;
         inode.touch(Times {
-            atime: pick(times[0]),
-            mtime: pick(times[1]),
+            atime,
+            mtime,
             ctime: Some(t),
         });
         Ok(())
@@ -478,13 +518,13 @@ impl Process {
         let valid = times
             .iter()
             .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
-        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c| {
+        self.with_inode(dirfd, path.as_ref(), flags, |i, fs, c, fd| {
             if !valid {
                 return Err(Errno::EINVAL);
             }
             // Linux `vfs_utimes`: EROFS after the times are checked.
             fs.want_write()?;
-            Self::do_utimens(i, times, c)
+            Self::do_utimens(i, fs, fd, times, c)
         })
     }
 
@@ -496,12 +536,12 @@ impl Process {
         let valid = times
             .iter()
             .all(|t| !matches!(t, SetTime::Set(v) if v.nsec >= 1_000_000_000));
-        self.with_fd(fd, |i, fs, c| {
+        self.with_fd(fd, |i, fs, c, fd| {
             if !valid {
                 return Err(Errno::EINVAL);
             }
             fs.want_write()?;
-            Self::do_utimens(i, times, c)
+            Self::do_utimens(i, fs, fd, times, c)
         })
     }
 
@@ -512,17 +552,41 @@ impl Process {
         len: u64,
         creds: &Creds,
         always_touch: bool,
+        fd: Option<BorrowedFd<'_>>,
     ) -> Result<()> {
-        let crate::inode::Contents::File(d) = &inode.contents else {
-            return Err(if inode.is_dir() {
-                Errno::EISDIR
-            } else {
-                Errno::EINVAL
-            });
+        let d = match &inode.contents {
+            _ if len > MAX_FILE_SIZE && inode.mode() & S_IFMT == S_IFREG => {
+                return Err(Errno::EFBIG)
+            }
+            crate::inode::Contents::File(d) => d,
+            crate::inode::Contents::Stored(lock) => {
+                let _w = lock.lock();
+                let size = inode.size();
+                let kill = write_kill_bits(inode, creds);
+                let perm = (kill != 0).then(|| inode.mode() & 0o7777 & !kill);
+                let attr = StoreAttr {
+                    size: Some(len),
+                    perm,
+                    ..Default::default()
+                };
+                let blocks = fs.store_attr(inode, &attr, fd)?;
+                let touch = always_touch || len != size;
+                inode.update(&AttrUpdate {
+                    size: Some(len),
+                    blocks,
+                    perm,
+                    times: if touch {
+                        Times::modify(now())
+                    } else {
+                        Times::default()
+                    },
+                    ..Default::default()
+                });
+                return Ok(());
+            }
+            _ if inode.is_dir() => return Err(Errno::EISDIR),
+            _ => return Err(Errno::EINVAL),
         };
-        if len > MAX_FILE_SIZE {
-            return Err(Errno::EFBIG);
-        }
         let mut data = d.write();
         let size = inode.size();
         let freed = if len < size { data.truncate(len) } else { 0 };
@@ -583,8 +647,35 @@ impl Process {
         if mode.0 & !(FallocFlags::KEEP_SIZE.0 | FallocFlags::PUNCH_HOLE.0) != 0 {
             return Err(Errno::EOPNOTSUPP);
         }
-        let crate::inode::Contents::File(d) = &f.inode.contents else {
-            return Err(Errno::ENODEV);
+        let d = match &f.inode.contents {
+            crate::inode::Contents::File(d) => d,
+            crate::inode::Contents::Stored(lock) => {
+                // Storage allocates (or punches) its own blocks, with its own errors.
+                let fd = f.stored_fd()?;
+                let _w = lock.lock();
+                let g = crossbeam_epoch::pin();
+                let kill = write_kill_bits(&f.inode, self.creds_ref(&g));
+                let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
+                if perm.is_some() {
+                    let attr = StoreAttr {
+                        perm,
+                        ..Default::default()
+                    };
+                    f.mnt.fs.store_attr(&f.inode, &attr, Some(fd))?;
+                }
+                let m = rustix::fs::FallocateFlags::from_bits_retain(mode.0);
+                rustix::fs::fallocate(fd, m, off, len).map_err(host)?;
+                let st = rustix::fs::fstat(fd).map_err(host)?;
+                f.inode.update(&AttrUpdate {
+                    size: Some(st.st_size as u64),
+                    blocks: Some(st.st_blocks as u64),
+                    perm,
+                    times: Times::modify(now()),
+                    ..Default::default()
+                });
+                return Ok(());
+            }
+            _ => return Err(Errno::ENODEV),
         };
         let fs = &f.mnt.fs;
         let mut data = d.write();
@@ -621,7 +712,7 @@ impl Process {
         if len > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
-        self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c| {
+        self.with_inode(Fd::CWD, path.as_ref(), AtFlags::empty(), |i, fs, c, fd| {
             // Linux `vfs_truncate`: EISDIR, EINVAL, EROFS, then the permission.
             if i.is_dir() {
                 return Err(Errno::EISDIR);
@@ -631,7 +722,7 @@ impl Process {
             }
             fs.want_write()?;
             i.permission(c, Access::W_OK)?;
-            self.truncate_inode(fs, i, len, c, true)
+            self.truncate_inode(fs, i, len, c, true, fd)
         })
     }
 
@@ -649,7 +740,8 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let g = crossbeam_epoch::pin();
-        self.truncate_inode(&of.mnt.fs, &of.inode, len, self.creds_ref(&g), true)
+        let fd = of.data_fd_if_open();
+        self.truncate_inode(&of.mnt.fs, &of.inode, len, self.creds_ref(&g), true, fd)
     }
 
     /// `statfs(2)`.

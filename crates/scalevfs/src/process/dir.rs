@@ -105,7 +105,7 @@ impl Process {
                 NewKind::Symlink(t) => (0, Some(t)),
                 NewKind::Dir => (0, None),
             };
-            let inode = fs.new_inode(mode, uid, gid, rdev, target, t)?;
+            let inode = fs.create(dir_inode, c.bytes, mode, uid, gid, rdev, target, t)?;
             Self::instantiate(fs, parent.d, &c, existing, inode, &mut st, cx.guard);
             drop(st);
             if matches!(kind, NewKind::Dir) {
@@ -279,6 +279,7 @@ impl Process {
         if d.flags() & MOUNTED != 0 {
             return Err(Errno::EBUSY);
         }
+        fs.store_remove(dir_inode, c.bytes, &victim)?;
         // Cached walks may pass through a symlink.
         let _ns = victim.symlink_target().is_some().then(NsChange::begin);
         if fs.negative_admit() {
@@ -358,6 +359,7 @@ impl Process {
             if locks.get(vdir).positive > 0 {
                 return Err(Errno::ENOTEMPTY);
             }
+            fs.store_remove(dir_inode, c.bytes, &victim)?;
             // Cached walks may pass through the directory (or `..` from it).
             let ns = NsChange::begin();
             Self::kill_dir(fs, locks.get(vdir), cx.guard);
@@ -449,6 +451,13 @@ impl Process {
             let t = now();
             if !src.link_if_alive(linkable_tmp, t) {
                 return Err(Errno::ENOENT);
+            }
+            if let Err(e) = fs.store_link(&src, dir_inode, c.bytes) {
+                // Storage refused (EMLINK, ENOSPC, EIO): the link count goes back (with an
+                // `O_TMPFILE` file's first link, the hold it took; its description still
+                // holds it).
+                Self::drop_link(fs, &src, t);
+                return Err(e);
             }
             Self::instantiate(fs, parent.d, &c, existing, src.clone(), &mut st, cx.guard);
             drop(st);

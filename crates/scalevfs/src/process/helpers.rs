@@ -95,7 +95,7 @@ impl Process {
         // One frame per open directory: its descriptor, the names left to remove in it, and
         // its own name in the frame below.
         let mut stack: Vec<(Fd, Vec<DirEntry>, Vec<u8>)> = Vec::new();
-        let r = (|| {
+        let r = (|| -> Result<()> {
             stack.push((top, self.list(top)?, Vec::new()));
             while let Some((fd, entries, _)) = stack.last_mut() {
                 let fd = *fd;

@@ -34,9 +34,9 @@
 //! loop check). Renames of files across directories take just the two directory locks.
 
 use crate::dentry::{DPtr, DRef, Dentry, IPtr, MOUNTED, ROOT, UNHASHED};
-use crate::errno::{Errno, Result};
+use crate::errno::{host, Errno, Result};
 use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
-use crate::fs::SuperBlock;
+use crate::fs::{StoreAttr, SuperBlock};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};
@@ -49,6 +49,7 @@ use crate::Vfs;
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use parking_lot::{Mutex, MutexGuard};
 use std::ffi::OsStr;
+use std::os::fd::BorrowedFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU32;
@@ -132,6 +133,8 @@ struct Target<'a> {
     mnt: &'a Arc<Mount>,
     inode: &'a Arc<Inode>,
     flags: OFlags,
+    /// The description's data descriptor (a stored file's), if it has one.
+    data: Option<BorrowedFd<'a>>,
 }
 
 /// The parent directory a walk that stops at the parent found, held (see `walk`, "Holding

@@ -184,11 +184,19 @@ impl Process {
         Ok(())
     }
 
-    /// What follows a successful open of an existing regular file: `O_TRUNC`.
+    /// What follows a successful open of an existing regular file: a stored file's data
+    /// is opened (so it stays reachable if its names go), then `O_TRUNC`.
     pub(super) fn finish_open(&self, of: &OpenFile, creds: &Creds) -> Result<()> {
-        if of.flags.contains(OFlags::TRUNC) && !of.is_path() && of.inode.mode() & S_IFMT == S_IFREG
-        {
-            self.truncate_inode(&of.mnt.fs, &of.inode, 0, creds, true)?;
+        if of.is_path() {
+            return Ok(());
+        }
+        if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
+            of.stored_fd()?;
+        }
+        if of.flags.contains(OFlags::TRUNC) && of.inode.mode() & S_IFMT == S_IFREG {
+            // `O_RDONLY | O_TRUNC` truncates too, but not through a read-only descriptor.
+            let fd = of.data_fd_if_open().filter(|_| of.flags.writable());
+            self.truncate_inode(&of.mnt.fs, &of.inode, 0, creds, true, fd)?;
         }
         Ok(())
     }
@@ -283,12 +291,15 @@ impl Process {
             let t = now();
             let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
             let (uid, gid, m) = init_owner(dir_inode, cx.creds, m);
-            let inode = fs.new_inode(m, uid, gid, 0, None, t)?;
+            let inode = fs.create(dir_inode, c.bytes, m, uid, gid, 0, None, t)?;
             Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
             // Held before the lock goes: the file is ours even if it is unlinked at once.
             let of = OpenFile::new(parent.mnt, None, inode, flags).expect("a linked inode");
             drop(st);
             dir_inode.dir_changed(1, t);
+            if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
+                of.stored_fd()?;
+            }
             return Ok(of);
         }
     }
@@ -313,10 +324,14 @@ impl Process {
         dir.permission(cx.creds, Access::W_OK | Access::X_OK)?;
         let m = S_IFREG | (mode & 0o7777 & !self.umask.load(Relaxed));
         let (uid, gid, m) = init_owner(dir, cx.creds, m);
-        let inode = p.mnt.fs.new_inode(m, uid, gid, 0, None, now())?;
+        let inode = p.mnt.fs.tmpfile(dir, m, uid, gid, now())?;
         // No link: the creator's hold is the description's.
         inode.add_links(-1, None);
-        Ok(OpenFile::with_hold(p.mnt, None, inode, flags))
+        let of = OpenFile::with_hold(p.mnt, None, inode, flags);
+        if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
+            of.stored_fd()?;
+        }
+        Ok(of)
     }
 
     /// Opens the object `fd` refers to again, with new `flags` (what Linux does through
@@ -401,15 +416,20 @@ impl Process {
                 }
                 Ok(n)
             }
-            crate::inode::Contents::Stored => {
-                let fd = f.data_fd(|| f.mnt.fs.open_data(&f.inode))?;
-                loop {
+            crate::inode::Contents::Stored(_) => {
+                let fd = f.stored_fd()?;
+                let n = loop {
                     match rustix::io::pread(fd, &mut *buf, off) {
-                        Ok(n) => return Ok(n),
+                        Ok(n) => break n,
                         Err(rustix::io::Errno::INTR) => continue,
-                        Err(e) => return Err(Errno::from_raw(e.raw_os_error())),
+                        Err(e) => return Err(host(e)),
                     }
+                };
+                // The engine's times are the ones callers see (see `write_stored`).
+                if !f.flags.contains(OFlags::NOATIME) {
+                    f.inode.read_accessed(now());
                 }
+                Ok(n)
             }
             _ => Err(Errno::EINVAL),
         }
@@ -421,11 +441,15 @@ impl Process {
         buf: &[u8],
         off: Option<u64>,
     ) -> Result<(usize, u64)> {
-        let crate::inode::Contents::File(d) = &f.inode.contents else {
-            return Err(Errno::EINVAL);
-        };
         let g = crossbeam_epoch::pin();
         let creds = self.creds_ref(&g);
+        let d = match &f.inode.contents {
+            crate::inode::Contents::File(d) => d,
+            crate::inode::Contents::Stored(lock) => {
+                return Self::write_stored(f, lock, buf, off, creds);
+            }
+            _ => return Err(Errno::EINVAL),
+        };
         let mut data = d.write();
         let size = f.inode.size();
         let off = match off {
@@ -468,6 +492,57 @@ impl Process {
             ..Default::default()
         });
         Ok((n as usize, end))
+    }
+
+    /// A write to a stored file: through its data descriptor, then the engine's size,
+    /// blocks and times follow (the blocks as storage reports them).
+    fn write_stored(
+        f: &OpenFile,
+        lock: &parking_lot::Mutex<()>,
+        buf: &[u8],
+        off: Option<u64>,
+        creds: &Creds,
+    ) -> Result<(usize, u64)> {
+        let fd = f.stored_fd()?;
+        let _w = lock.lock();
+        let size = f.inode.size();
+        let off = match off {
+            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
+            _ => size,
+        };
+        if buf.is_empty() {
+            return Ok((0, off));
+        }
+        if off >= MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        let n = (buf.len() as u64).min(MAX_FILE_SIZE - off) as usize;
+        let kill = write_kill_bits(&f.inode, creds);
+        let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
+        if perm.is_some() {
+            let attr = StoreAttr {
+                perm,
+                ..Default::default()
+            };
+            f.mnt.fs.store_attr(&f.inode, &attr, Some(fd))?;
+        }
+        let n = loop {
+            match rustix::io::pwrite(fd, &buf[..n], off) {
+                Ok(n) => break n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(host(e)),
+            }
+        };
+        let end = off + n as u64;
+        let blocks = rustix::fs::fstat(fd).ok().map(|st| st.st_blocks as u64);
+        f.inode.update(&AttrUpdate {
+            size: Some(size.max(end)),
+            blocks,
+            perm,
+            times: Times::modify(now()),
+            ..Default::default()
+        });
+        Ok((n, end))
     }
 
     /// `read(2)`.
@@ -545,6 +620,16 @@ impl Process {
                 let data = whence == Whence::Data;
                 let r = match &f.inode.contents {
                     crate::inode::Contents::File(d) => d.read().seek(off, size, data)?,
+                    crate::inode::Contents::Stored(_) => {
+                        // Storage knows its holes. The data descriptor's own offset is
+                        // never used (reads and writes are positioned), so moving it is free.
+                        let to = if data {
+                            rustix::fs::SeekFrom::Data(off as u64)
+                        } else {
+                            rustix::fs::SeekFrom::Hole(off as u64)
+                        };
+                        rustix::fs::seek(f.stored_fd()?, to).map_err(host)? as i64
+                    }
                     _ if off >= size => return Err(Errno::ENXIO),
                     _ if data => off,
                     _ => size,
@@ -563,18 +648,31 @@ impl Process {
         Ok(new as u64)
     }
 
-    /// `fsync(2)`: memfs holds everything in memory; checks the descriptor.
+    /// `fsync(2)`: memfs holds everything in memory, so this only checks the descriptor;
+    /// a stored file's data is synced in storage.
     pub fn fsync(&self, fd: impl Desc) -> Result<()> {
-        let f = self.file(fd)?;
-        if f.is_path() {
-            return Err(Errno::EBADF);
-        }
-        Ok(())
+        self.sync(fd, false)
     }
 
     /// `fdatasync(2)`.
     pub fn fdatasync(&self, fd: impl Desc) -> Result<()> {
-        self.fsync(fd)
+        self.sync(fd, true)
+    }
+
+    fn sync(&self, fd: impl Desc, data_only: bool) -> Result<()> {
+        let f = self.file(fd)?;
+        if f.is_path() {
+            return Err(Errno::EBADF);
+        }
+        if let Some(fd) = f.data_fd_if_open() {
+            let r = if data_only {
+                rustix::fs::fdatasync(fd)
+            } else {
+                rustix::fs::fsync(fd)
+            };
+            r.map_err(host)?;
+        }
+        Ok(())
     }
 
     /// `dup(2)`.

@@ -207,6 +207,14 @@ impl Process {
             if od.flags() & MOUNTED != 0 || nd_pos.is_some_and(|d| d.flags() & MOUNTED != 0) {
                 return Err(Errno::EBUSY);
             }
+            // Linux: the file system's `rename` finds a replaced directory not empty,
+            // after the VFS's checks.
+            if let (Some(vd), Some(_)) = (victim_dir, &ni) {
+                if locks.get(vd).positive > 0 {
+                    return Err(Errno::ENOTEMPTY);
+                }
+            }
+            fs.store_rename((i1, c1.bytes), (i2, c2.bytes), &oi, ni.as_deref(), exchange)?;
             // Cached walks may pass through a directory or symlink that moves or goes.
             let walks_through = |i: &Option<Arc<Inode>>| {
                 i.as_ref()
@@ -242,9 +250,7 @@ impl Process {
                     Some(ni) => {
                         if let Some(vd) = victim_dir {
                             let vst = locks.get(vd);
-                            if vst.positive > 0 {
-                                return Err(Errno::ENOTEMPTY);
-                            }
+                            debug_assert_eq!(vst.positive, 0, "checked above");
                             Self::kill_dir(fs, vst, g);
                             replaced_dir = true;
                         }

@@ -1,4 +1,7 @@
-//! The system under test: a fresh `scalevfs` memfs as a [`Sys`].
+//! The system under test: a fresh `scalevfs` namespace as a [`Sys`]: memfs, or with
+//! `SCALEVFS_TEST_BACKEND=host`, hostfs over the oracle's own tmpfs directory (emptied
+//! after the kernel's turn), so that the same cases check hostfs's writes through to the
+//! host against the kernel.
 
 use super::oracle::{Cred, Dir, Res, St, Sys, E, H, T};
 use scalevfs::{Access, Whence};
@@ -8,15 +11,23 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 use std::sync::Arc;
 
-/// A fresh engine, boxed for the runner.
+/// A fresh engine on the backend `SCALEVFS_TEST_BACKEND` names (`memfs`, the default, or
+/// `host`), boxed for the runner.
 pub fn new_sys() -> Box<dyn Sys> {
-    Box::new(Engine::new())
+    match std::env::var("SCALEVFS_TEST_BACKEND").as_deref() {
+        Err(_) | Ok("memfs") => Box::new(Engine::new()),
+        Ok("host") => Box::new(Engine::on_host()),
+        Ok(other) => panic!("SCALEVFS_TEST_BACKEND={other}: expected memfs or host"),
+    }
 }
 
 pub struct Engine {
-    _vfs: Arc<Vfs>,
     p: Process,
+    _vfs: Arc<Vfs>,
     fds: Vec<Option<Fd>>,
+    /// hostfs: the oracle's directory, held while the engine stores files there.
+    _root: Option<std::sync::MutexGuard<'static, ()>>,
+    name: &'static str,
 }
 
 impl Engine {
@@ -24,13 +35,30 @@ impl Engine {
     /// answer is repeated by the locked walk and must agree (a disagreement panics, which
     /// the harness reports as a divergence).
     pub fn new() -> Engine {
-        let vfs = Vfs::new_memfs();
+        Self::with(Vfs::new_memfs(), None, "engine")
+    }
+
+    /// hostfs over the oracle's tmpfs directory, emptied, in check mode.
+    pub fn on_host() -> Engine {
+        let root = super::kernel::empty_root().expect("the oracle ran, so root is available");
+        let fs = scalevfs::HostFs::new(Path::new("/"), scalevfs::HostFsOptions::default())
+            .expect("hostfs over the oracle's directory");
+        Self::with(Vfs::new(fs), Some(root), "hostfs")
+    }
+
+    fn with(
+        vfs: Arc<Vfs>,
+        root: Option<std::sync::MutexGuard<'static, ()>>,
+        name: &'static str,
+    ) -> Engine {
         vfs.set_check_mode(true);
         let p = vfs.process(Creds::root());
         Engine {
-            _vfs: vfs,
             p,
+            _vfs: vfs,
             fds: Vec::new(),
+            _root: root,
+            name,
         }
     }
 
@@ -83,7 +111,13 @@ fn set_time(t: T) -> SetTime {
 
 impl Sys for Engine {
     fn name(&self) -> &'static str {
-        "engine"
+        self.name
+    }
+    fn host_tree(&mut self) -> Option<Vec<String>> {
+        let held = self._root.as_ref()?;
+        Some(super::oracle::tree_of(&mut super::kernel::Kernel::view(
+            held,
+        )))
     }
     fn is_oracle(&self) -> bool {
         false

@@ -127,10 +127,22 @@ fn reset_root() {
     rfs::chown("/", Some(Uid::ROOT), Some(Gid::ROOT)).expect("chown /");
 }
 
+/// The emptied `/` (the oracle's tmpfs directory), held for a system under test that stores
+/// its files there (hostfs); `None` when not root.
+pub fn empty_root() -> Option<MutexGuard<'static, ()>> {
+    if !available() {
+        return None;
+    }
+    let lock = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    reset_root();
+    Some(lock)
+}
+
 /// The host kernel as a [`Sys`]. One at a time per process; see the module docs.
 pub struct Kernel {
     fds: Vec<Option<OwnedFd>>,
-    _lock: MutexGuard<'static, ()>,
+    /// The global lock, or `None` for a view of `/` whose caller holds it.
+    _lock: Option<MutexGuard<'static, ()>>,
 }
 
 impl Kernel {
@@ -143,8 +155,17 @@ impl Kernel {
         reset_root();
         Some(Kernel {
             fds: Vec::new(),
-            _lock: lock,
+            _lock: Some(lock),
         })
+    }
+
+    /// The kernel's view of `/` as it is, for a caller that holds the global lock (from
+    /// [`empty_root`]).
+    pub fn view(_held: &MutexGuard<'static, ()>) -> Kernel {
+        Kernel {
+            fds: Vec::new(),
+            _lock: None,
+        }
     }
 
     fn fd(&self, h: H) -> Res<BorrowedFd<'_>> {

@@ -175,6 +175,11 @@ pub trait Sys {
     fn name(&self) -> &'static str;
     /// Whether this system is the oracle (the kernel).
     fn is_oracle(&self) -> bool;
+    /// For a system that stores its files on the host (hostfs): the tree as the kernel sees
+    /// it on the host now, in the lines of [`Rec::snapshot`].
+    fn host_tree(&mut self) -> Option<Vec<String>> {
+        None
+    }
     fn set_creds(&mut self, c: &Cred);
     fn umask(&mut self, mask: u32) -> u32;
 
@@ -854,6 +859,15 @@ impl<'a> Rec<'a> {
             self.log(format!("tree {l}"));
         }
     }
+}
+
+/// The lines of [`Rec::snapshot`] for `sys`, as root.
+pub fn tree_of(sys: &mut dyn Sys) -> Vec<String> {
+    sys.set_creds(&Cred::root());
+    tree_lines(sys)
+        .into_iter()
+        .map(|l| format!("tree {l}"))
+        .collect()
 }
 
 /// Long enough for the kernel's coarse clock to tick (HZ is at least 100).
