@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use scalevfs::{MemFs, MemFsOptions, Vfs};
+use scalevfs::{HostFs, HostFsOptions, MemFs, MemFsOptions, Vfs};
 use scalevfs_fuse::{FsOptions, MountOptions};
 
 /// What the mount serves.
@@ -18,6 +18,9 @@ use scalevfs_fuse::{FsOptions, MountOptions};
 pub enum Backend {
     /// An in-memory file system (memfs), empty at mount, gone at unmount.
     Mem,
+    /// A host directory (`--source`), confined beneath it; changes write through to it.
+    /// This process must own the tree while it is mounted (nothing else changes it).
+    Host,
 }
 
 /// Options of `scalevfs mount`.
@@ -28,6 +31,12 @@ pub struct Args {
     /// The file system to serve.
     #[arg(long, value_enum, default_value = "mem")]
     backend: Backend,
+    /// The host directory `--backend host` serves.
+    #[arg(long, value_name = "DIR", required_if_eq("backend", "host"))]
+    source: Option<PathBuf>,
+    /// Serve read-only (every change fails with EROFS).
+    #[arg(long)]
+    read_only: bool,
     /// Seconds the kernel may cache a name lookup (0: every path walk reaches the engine).
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     entry_timeout: f64,
@@ -94,12 +103,38 @@ fn serve(args: &Args) -> Result<(), String> {
         ..MountOptions::default()
     };
     let vfs = match args.backend {
-        Backend::Mem => Vfs::new(MemFs::new(MemFsOptions {
-            max_bytes: args.max_bytes,
-            max_inodes: args.max_inodes,
-            max_inodes_per_user: args.max_inodes_per_user,
-            ..MemFsOptions::default()
-        })),
+        Backend::Mem => {
+            if args.source.is_some() || args.read_only {
+                return Err("--source and --read-only are for --backend host".into());
+            }
+            Vfs::new(MemFs::new(MemFsOptions {
+                max_bytes: args.max_bytes,
+                max_inodes: args.max_inodes,
+                max_inodes_per_user: args.max_inodes_per_user,
+                ..MemFsOptions::default()
+            }))
+        }
+        Backend::Host => {
+            if args.max_bytes.is_some()
+                || args.max_inodes.is_some()
+                || args.max_inodes_per_user.is_some()
+            {
+                return Err(
+                    "--max-bytes, --max-inodes and --max-inodes-per-user are memfs's: \
+                     the host directory has its own limits"
+                        .into(),
+                );
+            }
+            let src = args
+                .source
+                .as_deref()
+                .ok_or("--backend host needs --source DIR")?;
+            let opts = HostFsOptions {
+                read_only: args.read_only,
+                ..HostFsOptions::default()
+            };
+            Vfs::new(HostFs::new(src, opts).map_err(|e| format!("{}: {e}", src.display()))?)
+        }
     };
     let mp = &args.mountpoint;
     scalevfs_fuse::mount(&vfs, mp, &opts, || {
@@ -127,7 +162,15 @@ fn daemonize(args: &Args) -> Result<(), String> {
     cmd.arg("mount").arg(&mp).arg("--notify-ready");
     let backend = match args.backend {
         Backend::Mem => "mem",
+        Backend::Host => "host",
     };
+    if let Some(src) = &args.source {
+        // The daemon runs in `/`: a relative source must not change meaning.
+        let src = src
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        cmd.arg("--source").arg(src);
+    }
     cmd.args(["--backend", backend])
         .args(["--entry-timeout", &args.entry_timeout.to_string()])
         .args(["--attr-timeout", &args.attr_timeout.to_string()]);
@@ -149,6 +192,7 @@ fn daemonize(args: &Args) -> Result<(), String> {
     for (on, flag) in [
         (args.allow_other, "--allow-other"),
         (args.readdirplus, "--readdirplus"),
+        (args.read_only, "--read-only"),
     ] {
         if on {
             cmd.arg(flag);

@@ -143,6 +143,9 @@ pub struct ScaleFs {
     nodes: Arc<Mutex<NodeTable<Node>>>,
     files: OpenFiles,
     opts: FsOptions,
+    /// The root file system reuses inode numbers (hostfs): a node found by (dev, ino) may
+    /// be of an object that is gone.
+    reuses_ino: bool,
 }
 
 /// Reads how many nodes a [`ScaleFs`] holds for the kernel, after the file system has moved
@@ -179,6 +182,7 @@ impl ScaleFs {
             p,
             gate: CredGate::default(),
             opts,
+            reuses_ino: vfs.root_fs().reuses_inode_numbers(),
         })
     }
 
@@ -218,7 +222,9 @@ impl ScaleFs {
     /// attributes under its node id.
     fn remember(&self, h: Handle) -> R<FileAttr> {
         let st = self.p.fstat(&h).ex()?;
-        let (id, extra) = self.nodes.lock().remember(key(&st), Arc::new(h));
+        let h = Arc::new(h);
+        let stale = |old: &Node| self.reuses_ino && !old.same_object(&h);
+        let (id, extra) = self.nodes.lock().remember(key(&st), h.clone(), stale);
         // Dropped here, outside the table lock.
         drop(extra);
         Ok(attr(id, &st))
@@ -228,14 +234,16 @@ impl ScaleFs {
     ///
     /// With entry timeouts of 0 the kernel looks up every component of every path it
     /// walks, mostly names it already holds; those cost a lockless `fstatat` and a table
-    /// probe. Only a name whose object has no node is opened. Inode numbers are never
-    /// reused, so a node found by (dev, ino) is the object the name named.
+    /// probe. Only a name whose object has no node is opened. On memfs inode numbers are
+    /// never reused, so a node found by (dev, ino) is the object the name named; on a file
+    /// system that reuses them (hostfs) every lookup opens the name, and `remember` checks
+    /// that a node found is still of that object.
     fn lookup_in(&self, parent: &Handle, name: &OsStr) -> R<FileAttr> {
         let st = self
             .p
             .fstatat(parent, name, AtFlags::SYMLINK_NOFOLLOW)
             .ex()?;
-        {
+        if !self.reuses_ino {
             let mut t = self.nodes.lock();
             if let Some(id) = t.find(key(&st)) {
                 if t.add_lookup(id) {

@@ -110,24 +110,38 @@ impl<H: Clone> NodeTable<H> {
         self.nodes.len() <= 1
     }
 
-    /// The id an object gets (it need not be in the table yet).
-    fn id_for(&mut self, key: ObjKey) -> NodeId {
-        if let Some(&id) = self.by_key.get(&key) {
-            return id;
+    /// The id a new node of `key` gets: its inode number on the primary device, unless a
+    /// node holds that id already (the root, or a stale node of an object whose number the
+    /// file system gave to a new one), else one of the synthetic range.
+    fn new_id(&mut self, key: ObjKey) -> NodeId {
+        if key.dev == self.primary_dev
+            && key.ino < SYNTHETIC_BASE
+            && !self.nodes.contains_key(&NodeId(key.ino))
+        {
+            return NodeId(key.ino);
         }
-        if key.dev == self.primary_dev && key.ino < SYNTHETIC_BASE {
-            NodeId(key.ino)
-        } else {
-            let id = NodeId(self.next_synthetic);
-            self.next_synthetic += 1;
-            id
-        }
+        let id = NodeId(self.next_synthetic);
+        self.next_synthetic += 1;
+        id
     }
 
     /// Counts one lookup of object `key`, whose fresh handle is `fd`. Returns the node id
-    /// and, when the object already had a node, `fd` back for the caller to drop.
-    pub fn remember(&mut self, key: ObjKey, fd: H) -> (NodeId, Option<H>) {
-        let id = self.id_for(key);
+    /// and, when the object already had a node, `fd` back for the caller to drop. `stale`
+    /// tells whether the handle of the node found under `key` is of another object than
+    /// `fd`'s (a file system that reuses inode numbers, such as hostfs: the old object is
+    /// gone, but the kernel may still name its node); the new object then gets a node of
+    /// its own, and the old one stays until the kernel forgets it.
+    pub fn remember(
+        &mut self,
+        key: ObjKey,
+        fd: H,
+        stale: impl FnOnce(&H) -> bool,
+    ) -> (NodeId, Option<H>) {
+        let found = self.by_key.get(&key).copied();
+        let id = match found {
+            Some(id) if !self.nodes.get(&id).is_some_and(|n| stale(&n.fd)) => id,
+            _ => self.new_id(key),
+        };
         match self.nodes.get_mut(&id) {
             Some(n) => {
                 debug_assert_eq!(n.key, key);
@@ -174,7 +188,10 @@ impl<H: Clone> NodeTable<H> {
             return None;
         }
         let node = self.nodes.remove(&id)?;
-        self.by_key.remove(&node.key);
+        // A stale node's key may name a newer node already.
+        if self.by_key.get(&node.key) == Some(&id) {
+            self.by_key.remove(&node.key);
+        }
         Some(node.fd)
     }
 
@@ -210,7 +227,7 @@ mod tests {
     fn primary_ids_are_inode_numbers() {
         let mut t = table();
         assert_eq!(t.fd(NodeId::ROOT), Some(Fd(3)));
-        let (id, extra) = t.remember(key(42), Fd(4));
+        let (id, extra) = t.remember(key(42), Fd(4), |_| false);
         assert_eq!((id, extra), (NodeId(42), None));
         assert_eq!(t.fd(NodeId(42)), Some(Fd(4)));
         assert_eq!(t.find(key(42)), Some(NodeId(42)));
@@ -219,9 +236,12 @@ mod tests {
     #[test]
     fn hard_links_share_a_node_and_count_lookups() {
         let mut t = table();
-        assert_eq!(t.remember(key(5), Fd(4)), (NodeId(5), None));
+        assert_eq!(t.remember(key(5), Fd(4), |_| false), (NodeId(5), None));
         // The second name of the same object: same id, the new descriptor comes back.
-        assert_eq!(t.remember(key(5), Fd(9)), (NodeId(5), Some(Fd(9))));
+        assert_eq!(
+            t.remember(key(5), Fd(9), |_| false),
+            (NodeId(5), Some(Fd(9)))
+        );
         assert!(t.add_lookup(NodeId(5)));
         assert_eq!(t.lookups(NodeId(5)), 3);
         assert_eq!(t.forget(NodeId(5), 2), None);
@@ -235,9 +255,9 @@ mod tests {
     #[test]
     fn forget_then_lookup_makes_a_fresh_node() {
         let mut t = table();
-        t.remember(key(8), Fd(4));
+        t.remember(key(8), Fd(4), |_| false);
         assert_eq!(t.forget(NodeId(8), 1), Some(Fd(4)));
-        assert_eq!(t.remember(key(8), Fd(5)), (NodeId(8), None));
+        assert_eq!(t.remember(key(8), Fd(5), |_| false), (NodeId(8), None));
         assert_eq!(t.fd(NodeId(8)), Some(Fd(5)));
     }
 
@@ -247,13 +267,16 @@ mod tests {
         assert_eq!(t.forget(NodeId::ROOT, u64::MAX), None);
         assert_eq!(t.fd(NodeId::ROOT), Some(Fd(3)));
         // A lookup that reaches the root (e.g. through an engine path) counts but keeps it.
-        assert_eq!(t.remember(key(1), Fd(6)), (NodeId::ROOT, Some(Fd(6))));
+        assert_eq!(
+            t.remember(key(1), Fd(6), |_| false),
+            (NodeId::ROOT, Some(Fd(6)))
+        );
     }
 
     #[test]
     fn over_forget_and_unknown_ids_clamp() {
         let mut t = table();
-        t.remember(key(9), Fd(4));
+        t.remember(key(9), Fd(4), |_| false);
         assert_eq!(t.forget(NodeId(9), 10), Some(Fd(4)));
         assert_eq!(t.forget(NodeId(9), 1), None);
         assert_eq!(t.forget(NodeId(12345), 1), None);
@@ -266,7 +289,7 @@ mod tests {
             dev: DEV + 1,
             ino: 5,
         };
-        let (a, _) = t.remember(other, Fd(4));
+        let (a, _) = t.remember(other, Fd(4), |_| false);
         assert!(a.0 >= SYNTHETIC_BASE);
         let (b, _) = t.remember(
             ObjKey {
@@ -274,19 +297,49 @@ mod tests {
                 ino: 6,
             },
             Fd(5),
+            |_| false,
         );
         assert_ne!(a, b);
         // Same object again: same id; and the primary device's inode 5 is a different node.
-        assert_eq!(t.remember(other, Fd(6)), (a, Some(Fd(6))));
-        assert_eq!(t.remember(key(5), Fd(7)), (NodeId(5), None));
+        assert_eq!(t.remember(other, Fd(6), |_| false), (a, Some(Fd(6))));
+        assert_eq!(t.remember(key(5), Fd(7), |_| false), (NodeId(5), None));
         assert_eq!(t.forget(a, 2), Some(Fd(4)));
+    }
+
+    /// A file system that reuses inode numbers: the kernel still holds the node of a gone
+    /// object when a new object gets its number. The new object gets a node of its own,
+    /// and forgetting the old one leaves the new one findable.
+    #[test]
+    fn a_reused_number_gets_a_new_node() {
+        let mut t = table();
+        assert_eq!(t.remember(key(5), Fd(4), |_| false), (NodeId(5), None));
+        // Fd(4)'s object is gone; Fd(8) is a new object numbered 5.
+        let (b, extra) = t.remember(key(5), Fd(8), |old| *old == Fd(4));
+        assert_eq!(extra, None);
+        assert!(b.0 >= SYNTHETIC_BASE, "a new id, not the stale node's");
+        assert_eq!(t.fd(NodeId(5)), Some(Fd(4)));
+        assert_eq!(t.fd(b), Some(Fd(8)));
+        assert_eq!(t.find(key(5)), Some(b));
+        assert_eq!(t.forget(NodeId(5), 1), Some(Fd(4)));
+        assert_eq!(
+            t.find(key(5)),
+            Some(b),
+            "the old node's forget keeps the new key"
+        );
+        // Without the staleness check the old node would have been handed out again.
+        let mut u = table();
+        u.remember(key(5), Fd(4), |_| false);
+        assert_eq!(
+            u.remember(key(5), Fd(8), |_| false),
+            (NodeId(5), Some(Fd(8)))
+        );
     }
 
     #[test]
     fn drain_keeps_the_root() {
         let mut t = table();
-        t.remember(key(2), Fd(4));
-        t.remember(key(3), Fd(5));
+        t.remember(key(2), Fd(4), |_| false);
+        t.remember(key(3), Fd(5), |_| false);
         let mut fds = t.drain();
         fds.sort();
         assert_eq!(fds, vec![Fd(4), Fd(5)]);

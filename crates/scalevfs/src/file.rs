@@ -234,6 +234,13 @@ impl Handle {
         f.slot_added();
         Handle(f)
     }
+
+    /// Whether both handles refer to one object (one inode). Unlike comparing `st_dev`
+    /// and `st_ino`, this tells apart an object that is gone from a new one its file
+    /// system gave the same number (hostfs reuses the host's inode numbers).
+    pub fn same_object(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.0.inode, &other.0.inode)
+    }
 }
 
 impl Clone for Handle {

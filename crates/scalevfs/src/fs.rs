@@ -167,6 +167,13 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         Err(crate::errno::Errno::EIO)
     }
 
+    /// Whether an inode number may name a new object once the old one is gone (hostfs:
+    /// the host's numbers), so that (`st_dev`, `st_ino`) identifies an object only while it
+    /// exists. memfs never reuses one.
+    fn reuses_inode_numbers(&self) -> bool {
+        false
+    }
+
     /// Whether the namespace and attributes live in storage that every change must reach
     /// (hostfs). If so the call layer calls [`FileSystem::create`] for every named create
     /// and the store hooks below ([`FileSystem::remove`], [`FileSystem::rename`],
@@ -320,6 +327,8 @@ pub struct SuperBlock {
     read_only: bool,
     /// [`FileSystem::writes_through`], read once.
     stores: bool,
+    /// [`FileSystem::reuses_inode_numbers`], read once.
+    reuses_ino: bool,
     /// Where callers wait for another's load of a directory.
     loads: Waiters,
     ops: Box<dyn FileSystem>,
@@ -355,6 +364,7 @@ impl SuperBlock {
             complete: ops.complete(),
             read_only: ops.read_only(),
             stores: ops.writes_through(),
+            reuses_ino: ops.reuses_inode_numbers(),
             // A complete file system never loads: one queue, never used.
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             ops,
@@ -375,6 +385,13 @@ impl SuperBlock {
     /// Whether the file system is read-only.
     pub fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Whether an inode number may name a new object once the old one is gone (see
+    /// [`FileSystem::reuses_inode_numbers`]): a frontend that keys objects by (`st_dev`,
+    /// `st_ino`) must then check that a key still names the object it knew.
+    pub fn reuses_inode_numbers(&self) -> bool {
+        self.reuses_ino
     }
 
     /// Opens a stored file's data (see [`FileSystem::open_data`]).

@@ -472,6 +472,10 @@ impl FileSystem for HostFs {
         true
     }
 
+    fn reuses_inode_numbers(&self) -> bool {
+        true
+    }
+
     fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
         let fd = self.dir_fd(dir)?;
         let mut list = rfs::Dir::read_from(&*fd).map_err(host)?;

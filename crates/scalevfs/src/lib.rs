@@ -205,6 +205,11 @@ impl Vfs {
         }
     }
 
+    /// The file system at the namespace's root.
+    pub fn root_fs(&self) -> &Arc<SuperBlock> {
+        &self.root_mnt.fs
+    }
+
     pub(crate) fn root_mount(&self) -> &Arc<Mount> {
         &self.root_mnt
     }
