@@ -47,7 +47,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memory::MemFigure;
 use report::{Columns, Figure, Summary};
 use runner::Cpus;
-use target::{fuse, Engine, Kernel, System, Target, VfsMem, WasmerMem};
+use target::{fuse, Engine, HostDir, Kernel, System, Target, VfsMem, WasmerMem};
 use workloads::{Case, Sizes, Workload};
 
 /// Run duration and count by default.
@@ -292,8 +292,12 @@ impl Systems {
         };
         type Built = Option<(System, Result<Vec<Case>, Error>)>;
         fn on<T: Target>(t: &Option<T>, w: Workload, plan: &Plan) -> Built {
-            let t = t.as_ref().filter(|t| t.supports(w))?.for_workload();
-            Some((t.system(), w.cases(&t, plan.max_threads(), &plan.sizes)))
+            let t = t.as_ref().filter(|t| t.supports(w))?;
+            let cases = t
+                .for_workload(w)
+                .map_err(Error::from)
+                .and_then(|t| w.cases(&t, plan.max_threads(), &plan.sizes));
+            Some((t.system(), cases))
         }
         build(on(&self.kernel, w, plan))?;
         build(on(&self.vfs, w, plan))?;
@@ -346,7 +350,7 @@ pub fn run(args: Args) -> Result<(), Error> {
     }
     if args.list {
         for w in Workload::ALL {
-            println!("{:<4} {:<16} counts {}", w.id(), w.title(), w.unit().name());
+            println!("{:<7} {:<20} counts {}", w.id(), w.title(), w.unit().name());
         }
         return Ok(());
     }
@@ -406,7 +410,7 @@ pub fn run(args: Args) -> Result<(), Error> {
                 let rows = measure(&plan, &cpus, w, &cases, threads, &progress, &mut failed)?;
                 for (sys, e) in &failed[before..] {
                     say(&format!(
-                        "{:<4} {:<16} {:>11}  {:<8}  failed: {e}",
+                        "{:<7} {:<16} {:>11}  {:<8}  failed: {e}",
                         w.id(),
                         case.variant,
                         threads,
@@ -581,7 +585,11 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
         println!("wasmer:   wasmer's virtual-fs mem_fs, in this process (W1 W3 W4 W8 W9 W12)");
     }
     if systems.engine.is_some() {
-        println!("scalevfs: memfs at /, one Process per thread (Process::fork)");
+        println!(
+            "scalevfs: memfs at /, one Process per thread (Process::fork); for W5-warm, hostfs \
+             over a fresh directory in {}",
+            HostDir::parent().display()
+        );
     }
     if let Some(f) = &systems.fuse {
         let how = f.mount().map(|m| m.describe()).unwrap_or_default();

@@ -206,7 +206,7 @@ pub struct Columns {
 fn line(cells: [&str; 11], cols: Columns) -> String {
     let [wl, variant, unit, thr, system, rate, ns, scale, vs_kernel, vs_peer, vs_fuse] = cells;
     let mut s = format!(
-        "{wl:<4} {variant:<16} {unit:<7} {thr:>3}  {system:<8}  {rate:<25} {ns:>9}  {scale:>6}"
+        "{wl:<7} {variant:<16} {unit:<7} {thr:>3}  {system:<8}  {rate:<25} {ns:>9}  {scale:>6}"
     );
     if cols.vs_kernel {
         s.push_str(&format!("  {vs_kernel:>9}"));

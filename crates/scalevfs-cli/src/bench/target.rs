@@ -24,7 +24,7 @@ pub mod fuse;
 mod kernel;
 mod peers;
 
-pub use engine::Engine;
+pub use engine::{Engine, HostDir};
 #[cfg(test)]
 pub use fake::Fake;
 pub use kernel::Kernel;
@@ -209,11 +209,13 @@ pub trait Target: Clone + Send + Sync + 'static {
     /// whole.
     fn readdir_fstatat(&self, p: &Self::Path) -> OpResult<usize>;
 
-    /// The handle a workload builds its tree on. The same file system by default (workloads
-    /// use disjoint subtrees); a peer returns an empty file system of its own, so that a
-    /// peer's failure (a panic that poisons its lock) stays in the workload it happened in.
-    fn for_workload(&self) -> Self {
-        self.clone()
+    /// The handle workload `w` builds its tree on. The same file system by default
+    /// (workloads use disjoint subtrees); a peer returns an empty file system of its own, so
+    /// that a peer's failure (a panic that poisons its lock) stays in the workload it
+    /// happened in; scalevfs returns hostfs over a fresh host directory for W5-warm.
+    fn for_workload(&self, w: Workload) -> Result<Self, String> {
+        let _ = w;
+        Ok(self.clone())
     }
 
     /// Whether this system can run `w` (all can run every workload unless they say so).

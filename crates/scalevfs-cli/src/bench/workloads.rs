@@ -32,6 +32,11 @@ pub enum Workload {
     /// fstree: each thread builds its own tree of directories of empty files, walks it with
     /// `stat` of full paths, then with readdir + `fstatat`, then removes it.
     W4,
+    /// fstree warm on a host tree: every thread loops `stat` over the 1,024 files of a tree
+    /// (16 directories of 64), scalevfs serving it from a host tmpfs directory through
+    /// hostfs, the kernel from its own tmpfs directory. (W5 proper, the cold walk with a
+    /// capped inode cache, comes with bounded caches.)
+    W5Warm,
     /// orc: loop `open` / `read(64 B)` / `close` over 254 small files in one directory.
     W7,
     /// create_unlink: loop create + unlink of a private name, in one shared directory and in
@@ -71,11 +76,12 @@ impl Unit {
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
         Workload::W4,
+        Workload::W5Warm,
         Workload::W7,
         Workload::W8,
         Workload::W9,
@@ -89,6 +95,7 @@ impl Workload {
             Workload::W2 => "W2",
             Workload::W3 => "W3",
             Workload::W4 => "W4",
+            Workload::W5Warm => "W5-warm",
             Workload::W7 => "W7",
             Workload::W8 => "W8",
             Workload::W9 => "W9",
@@ -103,6 +110,7 @@ impl Workload {
             Workload::W2 => "access_distinct",
             Workload::W3 => "depth sweep",
             Workload::W4 => "fstree",
+            Workload::W5Warm => "fstree warm (hostfs)",
             Workload::W7 => "orc",
             Workload::W8 => "create_unlink",
             Workload::W9 => "rename",
@@ -152,6 +160,7 @@ impl Workload {
             Workload::W2 => access_distinct(t, max_threads),
             Workload::W3 => depth_sweep(t),
             Workload::W4 => fstree(t, max_threads, sizes),
+            Workload::W5Warm => warm_tree(t),
             Workload::W7 => orc(t, max_threads),
             Workload::W8 => create_unlink(t, max_threads),
             Workload::W9 => rename(t, max_threads),
@@ -411,6 +420,44 @@ fn stat_same<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
     let t = t.clone();
     Ok(vec![Case::new("stat_same", move |_| {
         stat_worker(&t, p.clone())
+    })])
+}
+
+/// W5-warm's tree: directories, and files in each.
+const W5_DIRS: usize = 16;
+const W5_FILES: usize = 64;
+
+/// W5-warm: every thread loops `stat(w5/dNN/fNN)` over all the tree's files, each thread
+/// starting at its own place. On scalevfs the target is hostfs (see `Target::for_workload`):
+/// the tree is made through it, so it is on the host, and every name is in the engine's
+/// cache: this is the warm case.
+fn warm_tree<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
+    let mut paths = Vec::with_capacity(W5_DIRS * W5_FILES);
+    for d in 0..W5_DIRS {
+        mkdir_all(t, &format!("w5/d{d:02}"))?;
+        for f in 0..W5_FILES {
+            let rel = format!("w5/d{d:02}/f{f:02}");
+            create_file(t, &rel)?;
+            paths.push(t.path(&rel));
+        }
+    }
+    let paths = std::sync::Arc::new(paths);
+    let t = t.clone();
+    Ok(vec![Case::new("stat_tree", move |i| {
+        let me = t.fork();
+        let paths = paths.clone();
+        let mut k = i * 97;
+        looped(move || {
+            let p = &paths[k % paths.len()];
+            k = k.wrapping_add(1);
+            match me.stat(p) {
+                Ok(m) => {
+                    black_box(m);
+                    Ok(())
+                }
+                Err(e) => Err(failed("stat", p, e)),
+            }
+        })
     })])
 }
 

@@ -1,10 +1,13 @@
-//! scalevfs itself: a `Process` over a fresh memfs `Vfs`, one forked `Process` per thread.
+//! scalevfs itself: a `Process` over a fresh memfs `Vfs`, one forked `Process` per thread;
+//! for W5-warm, over hostfs on a fresh host directory ([`HostDir`]).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use scalevfs::{AtFlags, Creds, Fd, OFlags, Process, Vfs};
+use scalevfs::{AtFlags, Creds, Fd, HostFs, HostFsOptions, OFlags, Process, Vfs};
+
+use super::super::workloads::Workload;
 
 use super::{Access, Errno, Meta, OpResult, System, Target};
 
@@ -17,6 +20,44 @@ pub struct Engine {
     proc: Arc<Process>,
     /// Keeps the file system alive for as long as any handle is.
     _vfs: Arc<Vfs>,
+    /// For hostfs: the host directory, removed after the file system is dropped (fields
+    /// drop in order).
+    _host: Option<Arc<HostDir>>,
+}
+
+/// A fresh host directory for hostfs, on tmpfs where there is one (`/dev/shm`), removed
+/// with its tree on drop.
+pub struct HostDir {
+    path: PathBuf,
+}
+
+impl HostDir {
+    /// Where host directories are made: `/dev/shm` (tmpfs, as the kernel's reference
+    /// directory is) if present, else the temporary directory.
+    pub fn parent() -> PathBuf {
+        let shm = PathBuf::from("/dev/shm");
+        if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        }
+    }
+
+    fn new() -> Result<HostDir, String> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = Self::parent().join(format!("scalevfs-bench-host-{}-{n}", std::process::id()));
+        std::fs::create_dir(&path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
+        Ok(HostDir { path })
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            eprintln!("warning: removing {}: {e}", self.path.display());
+        }
+    }
 }
 
 /// A directory open in one `Process`'s descriptor table; closed there on drop.
@@ -36,7 +77,18 @@ impl Drop for EngineDir {
 impl Engine {
     /// A fresh memfs, used with the same ids as the kernel side runs with.
     pub fn new_memfs() -> Engine {
-        let vfs = Vfs::new_memfs();
+        Self::on(Vfs::new_memfs(), None)
+    }
+
+    /// hostfs over a fresh host directory.
+    pub fn new_hostfs() -> Result<Engine, String> {
+        let dir = HostDir::new()?;
+        let fs = HostFs::new(&dir.path, HostFsOptions::default())
+            .map_err(|e| format!("hostfs over {}: {e}", dir.path.display()))?;
+        Ok(Self::on(Vfs::new(fs), Some(Arc::new(dir))))
+    }
+
+    fn on(vfs: Arc<Vfs>, host: Option<Arc<HostDir>>) -> Engine {
         let creds = Creds::user(
             rustix::process::getuid().as_raw(),
             rustix::process::getgid().as_raw(),
@@ -45,6 +97,7 @@ impl Engine {
         Engine {
             proc: Arc::new(vfs.process(creds)),
             _vfs: vfs,
+            _host: host,
         }
     }
 }
@@ -72,6 +125,14 @@ impl Target for Engine {
         Engine {
             proc: Arc::new(self.proc.fork()),
             _vfs: Arc::clone(&self._vfs),
+            _host: self._host.clone(),
+        }
+    }
+
+    fn for_workload(&self, w: Workload) -> Result<Self, String> {
+        match w {
+            Workload::W5Warm => Engine::new_hostfs(),
+            _ => Ok(self.clone()),
         }
     }
 

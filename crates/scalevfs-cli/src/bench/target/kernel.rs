@@ -161,7 +161,9 @@ impl Target for Kernel {
     /// Through FUSE (every call a round trip to this process, at a few thousand calls per
     /// second), W4's trees would take minutes; W12 is the engine's memory, measured in-process.
     fn supports(&self, w: Workload) -> bool {
-        self.root.system == System::Kernel || !matches!(w, Workload::W4 | Workload::W12)
+        // W5-warm compares hostfs with the kernel on a host directory: not a FUSE figure.
+        self.root.system == System::Kernel
+            || !matches!(w, Workload::W4 | Workload::W5Warm | Workload::W12)
     }
 
     fn fork(&self) -> Self {

@@ -101,8 +101,8 @@ impl Target for VfsMem {
         System::Vfs
     }
 
-    fn for_workload(&self) -> Self {
-        VfsMem::new()
+    fn for_workload(&self, _: Workload) -> Result<Self, String> {
+        Ok(VfsMem::new())
     }
 
     fn supports(&self, w: Workload) -> bool {
@@ -243,8 +243,8 @@ impl Target for WasmerMem {
         System::Wasmer
     }
 
-    fn for_workload(&self) -> Self {
-        WasmerMem::new()
+    fn for_workload(&self, _: Workload) -> Result<Self, String> {
+        Ok(WasmerMem::new())
     }
 
     fn supports(&self, w: Workload) -> bool {
