@@ -8,7 +8,9 @@
 //! `SCALEVFS_FLOOD_SCALE` scales their sizes (default 0.25; 1 gives the sizes of the
 //! issue: 12 rounds of 256 MiB, 100 namespaces, 2M lookups, 1M creates);
 //! `SCALEVFS_MEMORY_REPORT=1` prints the figures without asserting anything;
-//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|negative|churn` runs one scenario.
+//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|negative|churn|host-negative|host-churn`
+//! runs one scenario. The `host-` ones run on hostfs over a fresh `/dev/shm` directory
+//! (10 million lookups and 1 million create/unlink pairs at scale 1).
 
 use scalevfs::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -217,5 +219,76 @@ fn memory_comes_back() {
         check(grown < bound, || {
             format!("{grown} bytes after the churn, bound {bound}")
         });
+    }
+
+    // The same floods on hostfs (issue 10): a loaded directory's misses are authoritative
+    // and cached under the same cap; each created file's inode-cache node leaves the cache
+    // when its last name is unlinked on the host.
+    if runs("host-negative") || runs("host-churn") {
+        let dir = HostDir::new();
+        let p =
+            Vfs::new(HostFs::new(&dir.0, HostFsOptions::default()).unwrap()).process(Creds::root());
+        p.mkdir("/d", 0o755).unwrap();
+        if runs("host-negative") {
+            let n = (10_000_000.0 * s) as usize;
+            let (base, rss0) = (settle(), rss_mib());
+            for i in 0..n {
+                assert_eq!(p.stat(format!("/d/missing{i}")), Err(Errno::ENOENT));
+            }
+            let peak = LIVE.load(Relaxed);
+            let grown = report(
+                &format!("hostfs: {n} lookups of missing names"),
+                base,
+                peak,
+                rss0,
+            );
+            let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
+            check(grown < bound, || {
+                format!("hostfs: {grown} bytes for negative entries, bound {bound}")
+            });
+        }
+        if runs("host-churn") {
+            let n = (1_000_000.0 * s) as usize;
+            let (base, rss0) = (settle(), rss_mib());
+            for i in 0..n {
+                let f = format!("/d/f{i}");
+                p.write_file(&f, b"").unwrap();
+                p.unlink(&f).unwrap();
+            }
+            let peak = LIVE.load(Relaxed);
+            let grown = report(
+                &format!("hostfs: {n} create + unlink of distinct names"),
+                base,
+                peak,
+                rss0,
+            );
+            let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
+            check(grown < bound, || {
+                format!("hostfs: {grown} bytes after the churn, bound {bound}")
+            });
+        }
+    }
+}
+
+/// A fresh host directory on tmpfs (where there is one), removed on drop.
+struct HostDir(std::path::PathBuf);
+
+impl HostDir {
+    fn new() -> HostDir {
+        let base = if std::path::Path::new("/dev/shm").is_dir() {
+            std::path::PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let p = base.join(format!("scalevfs-memory-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p).unwrap();
+        HostDir(p)
+    }
+}
+
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
