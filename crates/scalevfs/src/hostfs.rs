@@ -1,4 +1,4 @@
-//! hostfs: a host directory served by the engine, confined beneath it (read-only for now).
+//! hostfs: a host directory served by the engine, confined beneath it.
 //!
 //! The engine resolves every path itself, in its dentry cache, one component at a time:
 //! `..` at the root stays at the root, and a symlink's text is resolved in the engine's
@@ -9,8 +9,35 @@
 //! `fstatat(AT_SYMLINK_NOFOLLOW)`s and `readlinkat`s each entry. So nothing a symlink or a
 //! `..` in the tree says can reach outside it, and `/proc` magic links are only ever read
 //! as text. A regular file's data is opened the same way (`O_NOFOLLOW | O_NONBLOCK |
-//! O_NOCTTY`, relative to its directory), and only when a caller reads it; devices,
-//! FIFOs and sockets are never opened on the host.
+//! O_NOCTTY`, relative to its directory, checked to be the same inode), when a description
+//! of it is opened; devices, FIFOs and sockets are never opened on the host.
+//!
+//! # Writes
+//! Every change goes through to the host, after the engine's own checks (permissions,
+//! `EEXIST`, `ENOTEMPTY`, sticky directories, loops) and before the dentry cache changes,
+//! so a change the host refuses (`ENOSPC`, `EIO`, `EMLINK`, ...) changes nothing and its
+//! errno is the caller's. Each is one host call on (directory descriptor, name), never a
+//! path: `mkdirat`, `openat(O_CREAT | O_EXCL)`, `symlinkat`, `mknodat`,
+//! `openat(O_TMPFILE)`, `unlinkat`, `renameat2` (with `RENAME_NOREPLACE` where the
+//! engine found the target free, `RENAME_EXCHANGE` as asked), `linkat`; attributes by the
+//! description's data descriptor where there is one (an unlinked file has no name), else by
+//! name without following a final symlink (`fchownat`/`utimensat` with
+//! `AT_SYMLINK_NOFOLLOW`; `chmod` through a descriptor opened `O_NOFOLLOW`, since not every
+//! kernel has `fchmodat2`). Data: `pread`/`pwrite`/`ftruncate`/`fallocate`/`fsync` on the
+//! description's data descriptor; `SEEK_DATA`/`SEEK_HOLE` ask the host.
+//!
+//! The engine's inode keeps the attributes callers see: mode, owner and times as the engine
+//! set them (the host sets its own times for its own changes, within microseconds of
+//! these), and size and blocks as the host reports them after a data change.
+//!
+//! # Ownership
+//! What a caller creates belongs to the caller: the server `fchownat`s each new object to
+//! the caller's uid and gid (then sets the exact mode, which the server's umask and a
+//! set-gid directory may have changed on the host). A server that may not give files
+//! away (not root, no `CAP_CHOWN`) leaves them its own on the host; the engine still
+//! reports and enforces the caller's ownership for as long as the object stays cached,
+//! and after a reload the host's owner is what is seen. Linking an `O_TMPFILE` file
+//! needs `CAP_DAC_READ_SEARCH` on the host.
 //!
 //! # Identity
 //! An object is the host's (`st_dev`, `st_ino`): two names of one host inode (hard links)
@@ -18,28 +45,42 @@
 //! lock-free and whose miss is loaded by exactly one caller with no lock held. The engine
 //! reports its own `st_dev` and the host's `st_ino`; for a host file system mounted inside
 //! the source (another `st_dev`), the inode number carries that device's index in its top
-//! 16 bits, so two devices' numbers never meet.
+//! 16 bits, so two devices' numbers never meet. Each node keeps the names the engine knows
+//! for it (a directory descriptor and a name each). When its last known name goes (unlink,
+//! rmdir, a rename over it) or its last hold does (an unlinked file closed, an `O_TMPFILE`
+//! file never linked), the node is marked dead and leaves the inode cache, because the host
+//! may now give its number to a new object; a lookup that still finds a dead node takes it
+//! out and loads again. Since numbers are reused, [`FileSystem::reuses_inode_numbers`] is
+//! true, and the FUSE frontend checks that a node it finds by number is still the object.
 //!
 //! # Policy and staleness
-//! The *exclusive* policy: this process owns the tree, and nothing changes it behind the
-//! engine (the mount is read-only, and so is the tree to everyone else). What was loaded
-//! is kept without limit and never revalidated; a change made on the host after a
-//! directory was loaded is not seen (a name created there stays missing, a removed one
-//! stays visible until its data is read, which then fails with `ESTALE` if the name now
-//! names another object). The *shared* policy (a TTL and the directory's mtime/ctime) and
-//! writes through to the host are still to come (issue 10).
+//! The *exclusive* policy: this process owns the tree, and nothing else changes it while
+//! it is served. What was loaded is kept without limit and never revalidated; a change
+//! made on the host behind the engine after a directory was loaded is not seen (a name
+//! created there stays missing, a removed one stays visible), and an object whose name
+//! now names another fails with `ESTALE` when the engine opens it (its data, or a
+//! directory to load). Nothing outside the root is reachable either way (`tests/hostfs.rs`
+//! swaps directories on the host while resolving through hostfs). The *shared* policy (a
+//! TTL and the directory's mtime/ctime) is still to come (issue 10).
 //!
 //! # Reclamation
 //! Nothing is evicted yet (bounded caches are still to come): every loaded object stays in
-//! the inode cache, and every loaded directory keeps its descriptor, until the file system
-//! is dropped with its last mount. `HostFs::new` raises the soft limit on open descriptors
-//! to the hard one for this reason. An open file's data descriptor is closed with it.
+//! the inode cache, and every loaded directory keeps its descriptor, until its last name
+//! goes or the file system is dropped with its last mount. `HostFs::new` raises the soft
+//! limit on open descriptors to the hard one for this reason. An open description's data
+//! descriptor is closed with it.
 //!
-//! # What protects what
-//! [`HostFs`] holds no lock of its own. The inode cache's shards are locked only briefly
-//! by a miss (see `icache`); a node's directory descriptor is set once (`OnceLock`);
-//! the table of host devices is a mutex taken only when an entry's device is not the
-//! root's (a host mount inside the source). No lock is held across a host system call.
+//! # Lock order, and what protects what
+//! [`HostFs`] has two locks of its own, both leaves: a node's `names` mutex (its known
+//! names, `dead`, and an `O_TMPFILE` file's descriptor), never held across a host call but
+//! in `link` (whose source name must not go meanwhile), and the table of host devices,
+//! taken only when an entry's device is not the root's. The inode cache's shards are
+//! locked only briefly by a miss (see `icache`). A node's directory descriptor is set once
+//! (`OnceLock`). Loads hold no lock across the host. Changes are called by the engine with
+//! the directory locks of the directories they change held (as Linux holds `i_rwsem`
+//! across a file system's `create` or `rename`), so the host calls of a change are made
+//! under those engine locks, and two changes of one directory reach the host in the order
+//! the engine made them.
 
 use crate::errno::{host, Errno, Result};
 use crate::fs::{CacheOptions, FileSystem, StoreAttr, SuperBlock};
