@@ -209,6 +209,7 @@ impl MountRef {
 
     /// A reference to `m` through this thread's handle.
     #[cfg(not(loom))]
+    #[inline]
     pub fn new(m: &Arc<Mount>) -> MountRef {
         use std::cell::RefCell;
         use std::sync::Weak;

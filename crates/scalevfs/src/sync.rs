@@ -487,20 +487,29 @@ fn stripes() -> usize {
     2
 }
 
+/// This thread's stripe. The hit is inlined (a thread-local load and a compare); the
+/// first call's assignment is not.
+#[inline(always)]
 fn stripe_index() -> usize {
     use std::cell::Cell;
     thread_local! {
         static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
     }
-    INDEX.with(|c| {
-        let v = c.get();
-        if v != usize::MAX {
-            return v;
-        }
+    #[cold]
+    #[inline(never)]
+    fn assign(c: &Cell<usize>) -> usize {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let v = NEXT.fetch_add(1, Relaxed) % stripes();
         c.set(v);
         v
+    }
+    INDEX.with(|c| {
+        let v = c.get();
+        if v != usize::MAX {
+            v
+        } else {
+            assign(c)
+        }
     })
 }
 
