@@ -730,7 +730,8 @@ mod tests {
     /// A held load: the directory, where it says it started, what lets it go on.
     type Hold = (u64, mpsc::Sender<()>, mpsc::Receiver<()>);
 
-    /// `/a/b/c` and `/a/x` (files), `/a/b` and `/d` (directories; `/d` empty).
+    /// `/a/b/c` and `/a/x` (files), `/a/b`, `/d` and `/s` (directories; `/d` empty), and
+    /// `/s/l`, a symlink to `../a/b`.
     struct TreeFs {
         dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
         next: AtomicU64,
@@ -741,6 +742,9 @@ mod tests {
     const A: u64 = 2;
     const B: u64 = 3;
     const D: u64 = 4;
+    const S: u64 = 5;
+    /// The body of every symlink of the tree (`/s/l`).
+    const LINK_TARGET: &[u8] = b"../a/b";
 
     fn dir_inode(ino: u64) -> Arc<Inode> {
         let st = DirState {
@@ -823,6 +827,10 @@ mod tests {
                 .map(|&(name, ino, mode)| {
                     let inode = if mode & S_IFMT == S_IFDIR {
                         dir_inode(ino)
+                    } else if mode & S_IFMT == S_IFLNK {
+                        let body = Contents::Symlink(LINK_TARGET.into());
+                        // atime = mtime = ctime: a first follow is due to touch atime.
+                        Arc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
                     } else {
                         let data = Contents::File(RwLock::new(FileData::default()));
                         Arc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
@@ -838,7 +846,8 @@ mod tests {
         let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
         let fs = TreeFs {
             dirs: HashMap::from([
-                (ROOT, vec![("a", A, dir), ("d", D, dir)]),
+                (ROOT, vec![("a", A, dir), ("d", D, dir), ("s", S, dir)]),
+                (S, vec![("l", 12, S_IFLNK | 0o777)]),
                 (A, vec![("b", B, dir), ("x", 10, file)]),
                 (B, vec![("c", 11, file)]),
                 (D, vec![]),
@@ -1004,5 +1013,27 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
         assert_eq!(loads(&probe, B), 2);
+    }
+
+    /// A locked walk that follows a symlink whose atime is due touches it itself. The fast
+    /// walk leaves that write to the locked one (it writes nothing shared), so when the
+    /// first walk to reach the link is the locked one (here: its directory was not loaded,
+    /// which the fast walk cannot trust), a locked walk that asked to walk again instead
+    /// would ask forever (a mutant of `walk_inner` did, and no test saw it).
+    #[test]
+    fn a_locked_walk_touches_a_symlink_it_follows() {
+        let (vfs, _) = tree();
+        let p = vfs.process(Creds::root());
+        assert_eq!(p.stat("/s/l/c").unwrap().ino, 11);
+        let l = p.lstat("/s/l").unwrap();
+        assert!(
+            (l.atime.sec, l.atime.nsec) > (l.mtime.sec, l.mtime.nsec),
+            "the follow touched atime: {l:?}"
+        );
+        assert_eq!(
+            vfs.stats().locked_rewalks,
+            0,
+            "the locked walk never walked again"
+        );
     }
 }
