@@ -167,6 +167,11 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         Err(crate::errno::Errno::EIO)
     }
 
+    /// The counters of the inode cache, for a file system that keeps one.
+    fn inode_cache_stats(&self) -> Option<crate::icache::InodeCacheStats> {
+        None
+    }
+
     /// Whether an inode number may name a new object once the old one is gone (hostfs:
     /// the host's numbers), so that (`st_dev`, `st_ino`) identifies an object only while it
     /// exists. memfs never reuses one.
@@ -345,6 +350,8 @@ pub struct FsStats {
     pub negative_entries: u64,
     /// The dentry hash's buckets.
     pub hash_buckets: u64,
+    /// The inode cache's counters, for a file system that keeps one (hostfs).
+    pub inode_cache: Option<crate::icache::InodeCacheStats>,
 }
 
 impl SuperBlock {
@@ -677,6 +684,7 @@ impl SuperBlock {
             data_pages,
             negative_entries: self.negatives.sum().max(0) as u64,
             hash_buckets: self.dcache.buckets() as u64,
+            inode_cache: self.ops.inode_cache_stats(),
         }
     }
 

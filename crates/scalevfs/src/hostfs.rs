@@ -517,6 +517,10 @@ impl FileSystem for HostFs {
         true
     }
 
+    fn inode_cache_stats(&self) -> Option<crate::icache::InodeCacheStats> {
+        Some(self.nodes.stats())
+    }
+
     fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
         let fd = self.dir_fd(dir)?;
         let mut list = rfs::Dir::read_from(&*fd).map_err(host)?;

@@ -120,7 +120,8 @@ pub struct InodeCacheStats {
     pub loads: u64,
     /// Lookups that waited for another caller's load.
     pub waits: u64,
-    /// Shard-lock acquisitions (a load takes two; a hit none).
+    /// Shard-lock acquisitions (a load takes one, a failed load a second, an eviction
+    /// one; a hit none).
     pub shard_locks: u64,
     /// Nodes evicted.
     pub evictions: u64,

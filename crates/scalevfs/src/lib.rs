@@ -120,7 +120,16 @@ impl std::fmt::Display for VfsStats {
             r.data_pages,
             r.negative_entries,
             r.hash_buckets
-        )
+        )?;
+        if let Some(c) = &r.inode_cache {
+            write!(
+                f,
+                " icache_hits={} icache_loads={} icache_waits={} icache_shard_locks={} \
+                 icache_evictions={}",
+                c.hits, c.loads, c.waits, c.shard_locks, c.evictions
+            )?;
+        }
+        Ok(())
     }
 }
 
