@@ -726,7 +726,7 @@ fn a_mount_inside_the_source() {
     let vfs = serve_rw(&s.0);
     let p = vfs.process(Creds::root());
     assert_eq!(p.read_file("/mnt/file").unwrap(), b"mounted");
-    let host = rfs::lstat(&mnt.join("file")).unwrap();
+    let host = rfs::lstat(mnt.join("file")).unwrap();
     let ino = p.lstat("/mnt/file").unwrap().ino;
     assert_eq!(
         ino & ((1 << 48) - 1),
