@@ -503,6 +503,21 @@ impl SuperBlock {
         self.root.as_ref().expect("root present until drop")
     }
 
+    /// A new inode (see [`FileSystem::new_inode`]), for the loom models, which build
+    /// trees by hand.
+    #[cfg(all(test, loom))]
+    pub(crate) fn new_inode(
+        &self,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        rdev: u64,
+        target: Option<&[u8]>,
+        now: Timespec,
+    ) -> Result<Arc<Inode>> {
+        self.ops.new_inode(mode, uid, gid, rdev, target, now)
+    }
+
     /// Gives back a hold on `inode`, evicting it with the last one.
     #[inline]
     pub(crate) fn release(&self, inode: &Inode) {

@@ -16,6 +16,10 @@
 //! hostfs's writes are checked by the differential cases and plans, run on hostfs with
 //! `SCALEVFS_TEST_BACKEND=host` (see `tests/common/engine.rs`).
 
+// hostfs is not built under loom (`--cfg loom` builds the lib's models only, but cargo
+// compiles every test target).
+#![cfg(not(loom))]
+
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
 use scalevfs::{Creds, Errno, HostFs, HostFsOptions, OFlags as VO, Vfs};
 use std::os::fd::OwnedFd;
