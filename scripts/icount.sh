@@ -31,3 +31,7 @@ per_op() { # name, n, example, args after the count
 per_op stat_cached 200000 stat_loop
 per_op create_close_unlink 100000 create_unlink_loop
 per_op rename 100000 rename_loop
+# W5-warm's loop on memfs: stats cycling over 1,024 files (more than the path cache holds,
+# so each is a walk) and over 128 (which fit, but share slots of the direct-mapped table).
+per_op stat_tree_1024 100000 stat_tree 1024
+per_op stat_tree_128 100000 stat_tree 128
