@@ -41,16 +41,7 @@ report() {
         "models, $timeout timeouts, $missed missed, $unviable unviable: $pct of viable caught"
 }
 
-files=()
-only_report=false
-for a in "$@"; do
-    if [ "$a" = --report ]; then only_report=true; else files+=("$a"); fi
-done
-if [ ${#files[@]} -eq 0 ]; then
-    files=(pathcache sync walk dentry file)
-fi
-if $only_report; then
-    # Pass 2: the loom models, on exactly the mutants pass 1 missed (chosen by name). Code
+# Pass 2: the loom models, on exactly the mutants pass 1 missed (chosen by name). Code
 # outside cfg(loom) is not built there, so its survivors survive again. Pass 2 can only move
 # a mutant from missed to caught. A loom build that fails (cargo-mutants exit 4: the
 # unmutated tree did not build) is an error, not a result: the shard is left without
@@ -84,7 +75,16 @@ pass2() {
     touch "$out/loom-ok"
 }
 
-for f in "${files[@]}"; do report "$f"; done
+files=()
+only_report=false
+for a in "$@"; do
+    if [ "$a" = --report ]; then only_report=true; else files+=("$a"); fi
+done
+if [ ${#files[@]} -eq 0 ]; then
+    files=(pathcache sync walk dentry file)
+fi
+if $only_report; then
+    for f in "${files[@]}"; do report "$f"; done
     exit 0
 fi
 command -v cargo-mutants >/dev/null || cargo install cargo-mutants --locked
