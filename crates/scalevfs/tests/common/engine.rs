@@ -16,6 +16,7 @@ use std::sync::Arc;
 pub fn new_sys() -> Box<dyn Sys> {
     match std::env::var("SCALEVFS_TEST_BACKEND").as_deref() {
         Err(_) | Ok("memfs") => Box::new(Engine::new()),
+        #[cfg(not(loom))]
         Ok("host") => Box::new(Engine::on_host()),
         Ok(other) => panic!("SCALEVFS_TEST_BACKEND={other}: expected memfs or host"),
     }
@@ -39,6 +40,7 @@ impl Engine {
     }
 
     /// hostfs over the oracle's tmpfs directory, emptied, in check mode.
+    #[cfg(not(loom))]
     pub fn on_host() -> Engine {
         let root = super::kernel::empty_root().expect("the oracle ran, so root is available");
         let fs = scalevfs::HostFs::new(Path::new("/"), scalevfs::HostFsOptions::default())
