@@ -312,6 +312,33 @@ impl HostFs {
         }
     }
 
+    /// Puts the new object `inode` (numbered `ino`) in the inode cache under `name`, or,
+    /// for an `O_TMPFILE` file, with its descriptor `anon`. A live node found under the
+    /// number stood for an object that went behind the engine's back: it is stale, and is
+    /// taken out first.
+    fn insert_new(
+        &self,
+        ino: u64,
+        inode: &Arc<Inode>,
+        name: Option<HostName>,
+        anon: Option<OwnedFd>,
+    ) -> Result<()> {
+        let anon = Mutex::new(anon);
+        loop {
+            let node = self.nodes.get_or_load(self.key(ino), || {
+                let node = HostNode::new(inode.clone(), name.clone());
+                node.names.lock().anon = anon.lock().take();
+                Ok::<_, Errno>(node)
+            })?;
+            if Arc::ptr_eq(&node.inode, inode) {
+                return Ok(());
+            }
+            node.names.lock().dead = true;
+            drop(node);
+            self.forget(ino);
+        }
+    }
+
     /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
     /// lookups that found it.
     fn forget(&self, ino: u64) {
@@ -651,19 +678,8 @@ impl FileSystem for HostFs {
         };
         let ino = self.ino_of(st.dev, st.ino)?;
         let inode = Arc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
-        loop {
-            let node = self.adopt(ino, (dfd.clone(), name.into()), || {
-                Ok(HostNode::new(inode.clone(), None))
-            })?;
-            if Arc::ptr_eq(&node.inode, &inode) {
-                return Ok(inode);
-            }
-            // A live node under the new object's number: the object it stood for went
-            // behind the engine's back. It is stale: take it out and insert ours.
-            node.names.lock().dead = true;
-            drop(node);
-            self.forget(ino);
-        }
+        self.insert_new(ino, &inode, Some((dfd, name.into())), None)?;
+        Ok(inode)
     }
 
     fn tmpfile(
@@ -690,21 +706,8 @@ impl FileSystem for HostFs {
         let ino = self.ino_of(st.dev, st.ino)?;
         let contents = Contents::Stored(parking_lot::Mutex::new(()));
         let inode = Arc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
-        let fd = Mutex::new(Some(fd));
-        loop {
-            let node = self.nodes.get_or_load(self.key(ino), || {
-                let node = HostNode::new(inode.clone(), None);
-                node.names.lock().anon = fd.lock().take();
-                Ok::<_, Errno>(node)
-            })?;
-            if Arc::ptr_eq(&node.inode, &inode) {
-                return Ok(inode);
-            }
-            // A stale node under the number (see `create`).
-            node.names.lock().dead = true;
-            drop(node);
-            self.forget(ino);
-        }
+        self.insert_new(ino, &inode, None, Some(fd))?;
+        Ok(inode)
     }
 
     fn remove(&self, dir: &Inode, name: &[u8], victim: &Inode) -> Result<()> {

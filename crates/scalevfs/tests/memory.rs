@@ -175,50 +175,14 @@ fn memory_comes_back() {
     // negative entries by default. Before, the cap was 2^20 entries (about 280 MiB).
     if runs("negative") {
         let p = Vfs::new_memfs().process(Creds::root());
-        p.mkdir("/d", 0o755).unwrap();
-        let (base, rss0) = (settle(), rss_mib());
-        for i in 0..(2_000_000.0 * s) as usize {
-            assert_eq!(p.stat(format!("/d/missing{i}")), Err(Errno::ENOENT));
-        }
-        let peak = LIVE.load(Relaxed);
-        let grown = report(
-            &format!("{} lookups of missing names", (2_000_000.0 * s) as usize),
-            base,
-            peak,
-            rss0,
-        );
-        // About 400 bytes per negative entry (the dentry and its place in the directory).
-        let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
-        check(grown < bound, || {
-            format!("{grown} bytes for negative entries, bound {bound}")
-        });
+        flood_missing(&p, (2_000_000.0 * s) as usize, "");
     }
 
     // Create/unlink churn of distinct names: unlinked names turn negative and count against
     // the same cap; the inodes go at once.
     if runs("churn") {
         let p = Vfs::new_memfs().process(Creds::root());
-        p.mkdir("/d", 0o755).unwrap();
-        let (base, rss0) = (settle(), rss_mib());
-        for i in 0..(1_000_000.0 * s) as usize {
-            let f = format!("/d/f{i}");
-            p.write_file(&f, b"").unwrap();
-            p.unlink(&f).unwrap();
-        }
-        let peak = LIVE.load(Relaxed);
-        let grown = report(
-            &format!(
-                "{} create + unlink of distinct names",
-                (1_000_000.0 * s) as usize
-            ),
-            base,
-            peak,
-            rss0,
-        );
-        let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
-        check(grown < bound, || {
-            format!("{grown} bytes after the churn, bound {bound}")
-        });
+        churn(&p, (1_000_000.0 * s) as usize, "");
     }
 
     // The same floods on hostfs (issue 10): a loaded directory's misses are authoritative
@@ -229,46 +193,60 @@ fn memory_comes_back() {
         let dir = HostDir::new();
         let p =
             Vfs::new(HostFs::new(&dir.0, HostFsOptions::default()).unwrap()).process(Creds::root());
-        p.mkdir("/d", 0o755).unwrap();
         if runs("host-negative") {
-            let n = (10_000_000.0 * s) as usize;
-            let (base, rss0) = (settle(), rss_mib());
-            for i in 0..n {
-                assert_eq!(p.stat(format!("/d/missing{i}")), Err(Errno::ENOENT));
-            }
-            let peak = LIVE.load(Relaxed);
-            let grown = report(
-                &format!("hostfs: {n} lookups of missing names"),
-                base,
-                peak,
-                rss0,
-            );
-            let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
-            check(grown < bound, || {
-                format!("hostfs: {grown} bytes for negative entries, bound {bound}")
-            });
+            flood_missing(&p, (10_000_000.0 * s) as usize, "hostfs: ");
         }
         if runs("host-churn") {
-            let n = (1_000_000.0 * s) as usize;
-            let (base, rss0) = (settle(), rss_mib());
-            for i in 0..n {
-                let f = format!("/d/f{i}");
-                p.write_file(&f, b"").unwrap();
-                p.unlink(&f).unwrap();
-            }
-            let peak = LIVE.load(Relaxed);
-            let grown = report(
-                &format!("hostfs: {n} create + unlink of distinct names"),
-                base,
-                peak,
-                rss0,
-            );
-            let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
-            check(grown < bound, || {
-                format!("hostfs: {grown} bytes after the churn, bound {bound}")
-            });
+            churn(&p, (1_000_000.0 * s) as usize, "hostfs: ");
         }
     }
+}
+
+/// `n` lookups of distinct missing names in a fresh directory `/d` of `p`'s namespace:
+/// the cache keeps at most `NEGATIVE_FLOOR` plus one per inode of negative entries by
+/// default (before issue 9, the cap was 2^20 entries, about 280 MiB).
+fn flood_missing(p: &Process, n: usize, label: &str) {
+    p.mkdir("/d", 0o755).unwrap();
+    let (base, rss0) = (settle(), rss_mib());
+    for i in 0..n {
+        assert_eq!(p.stat(format!("/d/missing{i}")), Err(Errno::ENOENT));
+    }
+    let peak = LIVE.load(Relaxed);
+    let grown = report(
+        &format!("{label}{n} lookups of missing names"),
+        base,
+        peak,
+        rss0,
+    );
+    // About 400 bytes per negative entry (the dentry and its place in the directory).
+    let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
+    check(grown < bound, || {
+        format!("{label}{grown} bytes for negative entries, bound {bound}")
+    });
+}
+
+/// `n` creates and unlinks of distinct names in a fresh directory `/c` of `p`'s
+/// namespace: unlinked names turn negative and count against the same cap; the inodes go
+/// at once.
+fn churn(p: &Process, n: usize, label: &str) {
+    p.mkdir("/c", 0o755).unwrap();
+    let (base, rss0) = (settle(), rss_mib());
+    for i in 0..n {
+        let f = format!("/c/f{i}");
+        p.write_file(&f, b"").unwrap();
+        p.unlink(&f).unwrap();
+    }
+    let peak = LIVE.load(Relaxed);
+    let grown = report(
+        &format!("{label}{n} create + unlink of distinct names"),
+        base,
+        peak,
+        rss0,
+    );
+    let bound = (NEGATIVE_FLOOR as isize + 16) * 512;
+    check(grown < bound, || {
+        format!("{label}{grown} bytes after the churn, bound {bound}")
+    });
 }
 
 /// A fresh host directory on tmpfs (where there is one), removed on drop.

@@ -452,19 +452,10 @@ impl Process {
         };
         let mut data = d.write();
         let size = f.inode.size();
-        let off = match off {
-            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
-            _ => size,
-        };
-        if buf.is_empty() {
+        let (off, mut n) = Self::write_span(f, size, off, buf.len())?;
+        if n == 0 {
             return Ok((0, off));
         }
-        // Linux `generic_write_checks_count`: nothing at or past the maximum size, and a
-        // write that would pass it is cut short there.
-        if off >= MAX_FILE_SIZE {
-            return Err(Errno::EFBIG);
-        }
-        let mut n = (buf.len() as u64).min(MAX_FILE_SIZE - off);
         // The pages the write adds are charged before any byte changes. With too few left,
         // the write is cut short where the pages it could charge end (as tmpfs does, page
         // by page), or fails with ENOSPC if not one byte fits: never a change then an error,
@@ -494,6 +485,25 @@ impl Process {
         Ok((n as usize, end))
     }
 
+    /// Where a write of `len` bytes to `f` (now `size` bytes) goes: at `off`, or at the end
+    /// for `O_APPEND` or a write at the file position; and how much of it, cut short at the
+    /// maximum size (Linux `generic_write_checks_count`: `EFBIG` at or past it). 0 bytes
+    /// for an empty write, which changes nothing.
+    #[inline]
+    fn write_span(f: &OpenFile, size: u64, off: Option<u64>, len: usize) -> Result<(u64, u64)> {
+        let off = match off {
+            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
+            _ => size,
+        };
+        if len == 0 {
+            return Ok((off, 0));
+        }
+        if off >= MAX_FILE_SIZE {
+            return Err(Errno::EFBIG);
+        }
+        Ok((off, (len as u64).min(MAX_FILE_SIZE - off)))
+    }
+
     /// A write to a stored file: through its data descriptor, then the engine's size,
     /// blocks and times follow (the blocks as storage reports them).
     fn write_stored(
@@ -506,17 +516,11 @@ impl Process {
         let fd = f.stored_fd()?;
         let _w = lock.lock();
         let size = f.inode.size();
-        let off = match off {
-            Some(o) if !f.flags.contains(OFlags::APPEND) => o,
-            _ => size,
-        };
-        if buf.is_empty() {
+        let (off, n) = Self::write_span(f, size, off, buf.len())?;
+        if n == 0 {
             return Ok((0, off));
         }
-        if off >= MAX_FILE_SIZE {
-            return Err(Errno::EFBIG);
-        }
-        let n = (buf.len() as u64).min(MAX_FILE_SIZE - off) as usize;
+        let n = n as usize;
         let kill = write_kill_bits(&f.inode, creds);
         let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
         if perm.is_some() {
