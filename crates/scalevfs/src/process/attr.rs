@@ -654,15 +654,7 @@ impl Process {
                 let fd = f.stored_fd()?;
                 let _w = lock.lock();
                 let g = crossbeam_epoch::pin();
-                let kill = write_kill_bits(&f.inode, self.creds_ref(&g));
-                let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
-                if perm.is_some() {
-                    let attr = StoreAttr {
-                        perm,
-                        ..Default::default()
-                    };
-                    f.mnt.fs.store_attr(&f.inode, &attr, Some(fd))?;
-                }
+                let perm = Self::kill_stored(&f, fd, self.creds_ref(&g))?;
                 let m = rustix::fs::FallocateFlags::from_bits_retain(mode.0);
                 rustix::fs::fallocate(fd, m, off, len).map_err(host)?;
                 let st = rustix::fs::fstat(fd).map_err(host)?;

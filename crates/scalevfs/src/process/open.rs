@@ -504,6 +504,26 @@ impl Process {
         Ok((off, (len as u64).min(MAX_FILE_SIZE - off)))
     }
 
+    /// The set-id bits a change of a stored file's data by `creds` clears (Linux
+    /// `file_remove_privs`), cleared in storage first: the new permission bits, if any
+    /// went. The caller then sets them in the engine's inode with the size and times.
+    pub(super) fn kill_stored(
+        f: &OpenFile,
+        fd: BorrowedFd<'_>,
+        creds: &Creds,
+    ) -> Result<Option<u32>> {
+        let kill = write_kill_bits(&f.inode, creds);
+        let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
+        if perm.is_some() {
+            let attr = StoreAttr {
+                perm,
+                ..Default::default()
+            };
+            f.mnt.fs.store_attr(&f.inode, &attr, Some(fd))?;
+        }
+        Ok(perm)
+    }
+
     /// A write to a stored file: through its data descriptor, then the engine's size,
     /// blocks and times follow (the blocks as storage reports them).
     fn write_stored(
@@ -521,15 +541,7 @@ impl Process {
             return Ok((0, off));
         }
         let n = n as usize;
-        let kill = write_kill_bits(&f.inode, creds);
-        let perm = (kill != 0).then(|| f.inode.mode() & 0o7777 & !kill);
-        if perm.is_some() {
-            let attr = StoreAttr {
-                perm,
-                ..Default::default()
-            };
-            f.mnt.fs.store_attr(&f.inode, &attr, Some(fd))?;
-        }
+        let perm = Self::kill_stored(f, fd, creds)?;
         let n = loop {
             match rustix::io::pwrite(fd, &buf[..n], off) {
                 Ok(n) => break n,
