@@ -26,8 +26,29 @@ impl Mounted {
         self.dir.join(rel)
     }
 
+    /// Unmounts and joins the server. A process that another test forks (`sh`, `mount`)
+    /// holds copies of all of this process's descriptors until it execs, one of this
+    /// mount's among them if the fork lands while this test has a file open: the unmount
+    /// then fails with `EBUSY` for that moment. As root the unmount is retried for up to a
+    /// second; a mount still busy after that is an error.
     fn unmount(mut self) -> std::io::Result<()> {
-        let r = self.session.take().unwrap().umount_and_join();
+        let s = self.session.take().unwrap();
+        let r = if is_root() {
+            let mut tries = 0;
+            loop {
+                match nix::mount::umount(&self.dir) {
+                    // The server sees the unmount and stops; `join` waits for it.
+                    Ok(()) => break s.join(),
+                    Err(nix::errno::Errno::EBUSY) if tries < 50 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => break Err(e.into()),
+                }
+            }
+        } else {
+            s.umount_and_join()
+        };
         let _ = fs::remove_dir(&self.dir);
         r
     }
