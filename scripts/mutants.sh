@@ -13,7 +13,8 @@
 # done on an older text of the file runs again. Code in `mod tests` (names with " tests::") is not mutated.
 # Pass 1 runs the unit, smoke, semantic, stress, race, plan, memory and space tests; pass 2
 # runs the loom models against what pass 1 left alive (the protocols they model live in
-# sync.rs, file.rs, pathcache.rs, dentry.rs, walk.rs and mount.rs).
+# sync.rs, file.rs, pathcache.rs, dentry.rs, walk.rs and mount.rs); a shard's `loom-ok` says
+# its pass 2 ran.
 # A mutant whose tests hang past the timeout (TIMEOUT_SECS, default 60; the suite takes
 # about 6 s) counts as caught, and is reported separately.
 set -euo pipefail
