@@ -356,12 +356,20 @@ impl HostFs {
     /// `name` in `dir` no longer names `inode`: drop it from the node's names, and with the
     /// last, the node from the cache.
     fn unname(&self, inode: &Inode, dir: &Arc<OwnedFd>, name: &[u8]) {
+        self.let_go(inode, |names| {
+            names.list.retain(|n| !same_name(n, dir, name))
+        });
+    }
+
+    /// Applies `change` to `inode`'s names; if none is left, the node is dead and leaves
+    /// the cache (the host may give its number to a new object).
+    fn let_go(&self, inode: &Inode, change: impl FnOnce(&mut Names)) {
         let Ok(node) = self.node_of(inode) else {
             return;
         };
         let dead = {
             let mut names = node.names.lock();
-            names.list.retain(|n| !same_name(n, dir, name));
+            change(&mut names);
             names.dead = names.list.is_empty();
             names.dead
         };
@@ -479,19 +487,7 @@ impl FileSystem for HostFs {
     /// The engine let go of an object with no link left (its last name went while it was
     /// open, or an `O_TMPFILE` file was closed unlinked): its number is the host's to reuse.
     fn evict(&self, inode: &Inode) {
-        let Ok(node) = self.node_of(inode) else {
-            return;
-        };
-        let dead = {
-            let mut names = node.names.lock();
-            names.anon = None;
-            names.dead = names.list.is_empty();
-            names.dead
-        };
-        drop(node);
-        if dead {
-            self.forget(inode.ino);
-        }
+        self.let_go(inode, |names| names.anon = None);
     }
 
     fn transfer_owner(&self, _: &Inode, _: u32) {}
