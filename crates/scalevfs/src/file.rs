@@ -22,17 +22,33 @@ use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::Arc;
 
-/// A mount and a dentry in it, held with references (a working directory, a root, an
-/// open directory).
+/// A mount and a dentry in it, held with references: a process's root or working
+/// directory. It counts as one user of its mount from [`Loc::new`] until [`Loc::release`]
+/// or its drop, whichever comes first: a place replaced in its published slot gives the
+/// count back at once, while its memory waits a grace period for lockless readers (see
+/// `mount`, "A published place").
 pub(crate) struct Loc {
     pub mnt: Arc<Mount>,
     pub d: DRef,
+    counted: AtomicBool,
 }
 
 impl Loc {
     pub fn new(mnt: Arc<Mount>, d: DRef) -> Loc {
         mnt.users.add(1);
-        Loc { mnt, d }
+        Loc {
+            mnt,
+            d,
+            counted: AtomicBool::new(true),
+        }
+    }
+
+    /// Gives the count back now: the caller has just replaced this place in its published
+    /// slot (`chdir`).
+    pub fn release(&self) {
+        if self.counted.swap(false, AcqRel) {
+            self.mnt.release_published();
+        }
     }
 }
 
@@ -44,7 +60,9 @@ impl Clone for Loc {
 
 impl Drop for Loc {
     fn drop(&mut self) {
-        self.mnt.users.add(-1);
+        if self.counted.load(Relaxed) {
+            self.mnt.users.add(-1);
+        }
     }
 }
 

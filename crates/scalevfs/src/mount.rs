@@ -22,6 +22,18 @@
 //! Linux `legitimize_mnt`): only then does it back off and walk again, so mount churn
 //! elsewhere never sends it round again.
 //!
+//! # A published place: the working directory
+//! A process's working directory counts as one user of its mount for as long as it *is*
+//! the working directory: `chdir` gives the count back the moment it publishes the new
+//! one ([`Mount::release_published`]), so `chdir("/"); umount("/mnt")` never sees a stale
+//! `EBUSY`, although the old value's memory waits a grace period for lockless readers. A
+//! call that starts from the working directory therefore cannot lean on that count: it
+//! loads the published place and holds its mount itself ([`hold_published`]), through the
+//! same handshake. For the count a reader saw to be trusted, `chdir` orders its store
+//! before its decrement (a fence), and `umount` orders its sum before detaching (a fence):
+//! a reader whose walk began after an `umount` that saw the decrement also sees the new
+//! working directory.
+//!
 //! # Lock order
 //! ```text
 //! Vfs mount lock
@@ -160,8 +172,37 @@ impl Mount {
         if self.users.sum() != 0 {
             return false;
         }
+        // Acquire for the decrements summed: what their owners published before them (a
+        // new working directory, see `release_published`) is visible to every walk that
+        // begins after this umount.
+        fence(SeqCst);
         self.detached.store(true, Relaxed);
         true
+    }
+
+    /// Gives back the count of a place that was just replaced in its published slot (a
+    /// working directory, by `chdir`). The caller's store of the replacement comes first;
+    /// the fence orders it before the decrement (see "A published place").
+    pub fn release_published(&self) {
+        fence(SeqCst);
+        self.users.add(-1);
+    }
+}
+
+/// Loads a published place with `load` (which returns its mount and whatever else the
+/// caller wants from the same load) and holds that mount against `umount` (see "A
+/// published place"). A mount found detached was replaced before the load could see the
+/// replacement: load again.
+pub fn hold_published<'a, T>(
+    sync: &MountSync,
+    mut load: impl FnMut() -> (&'a Arc<Mount>, T),
+) -> (T, MountHold<'a>) {
+    loop {
+        let start = sync.seq.raw();
+        let (m, v) = load();
+        if let Some(h) = m.hold(sync, start, true) {
+            return (v, h);
+        }
     }
 }
 
@@ -375,6 +416,99 @@ mod loom_models {
             drop(hold);
         });
         broken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The protocol between a call that starts from the working directory and `chdir`:
+    /// the real one, or broken ones.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Reader {
+        /// The call loads the working directory and holds its mount (`hold_published`),
+        /// as `Process::held_ctx` does; `chdir` gives the count back with
+        /// `release_published`.
+        Held,
+        /// The call trusts the working directory's own count, which `chdir` now gives back
+        /// at once.
+        Trusting,
+        /// `chdir` gives the count back without ordering its store before it.
+        UnfencedChdir,
+    }
+
+    /// `chdir` moves a process's working directory out of a mount and gives its count back
+    /// at once; `umount` races with it and with a call that starts from the working
+    /// directory. The call working in the mount and `umount` detaching it may not both
+    /// happen. Returns whether some execution broke that.
+    fn published_model(how: Reader) -> bool {
+        let broken = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        let seen = broken.clone();
+        b.check(move || {
+            let (sync, m) = setup();
+            let root = m.parent.as_ref().expect("a submount").0.clone();
+            // The working directory, in `m` (0) or at the root (1), and its count.
+            let cwd = Arc::new(crate::sync::AtomicUsize::new(0));
+            m.users.add(1);
+            let c = {
+                let (m, cwd) = (m.clone(), cwd.clone());
+                thread::spawn(move || {
+                    cwd.swap(1, SeqCst);
+                    if how == Reader::UnfencedChdir {
+                        m.users.add(-1);
+                    } else {
+                        m.release_published();
+                    }
+                })
+            };
+            let u = {
+                let (sync, m) = (sync.clone(), m.clone());
+                thread::spawn(move || {
+                    let _l = sync.lock.lock();
+                    sync.seq.write_begin();
+                    let ok = m.detach_if_unused();
+                    sync.seq.write_end();
+                    ok
+                })
+            };
+            let (in_m, hold) = match how {
+                Reader::Held | Reader::UnfencedChdir => {
+                    let (in_m, h) = hold_published(&sync, || {
+                        if cwd.load(SeqCst) == 0 {
+                            (&m, true)
+                        } else {
+                            (&root, false)
+                        }
+                    });
+                    (in_m, Some(h))
+                }
+                Reader::Trusting => (cwd.load(SeqCst) == 0, None),
+            };
+            let detached = u.join().unwrap();
+            c.join().unwrap();
+            if in_m && detached {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(hold);
+        });
+        broken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A call starting from a working directory that `chdir` is moving out of a mount
+    /// holds that mount against `umount`.
+    #[test]
+    fn working_directory_against_chdir_and_umount() {
+        assert!(!published_model(Reader::Held));
+    }
+
+    /// The model catches a call that trusts the working directory's count.
+    #[test]
+    fn working_directory_trusted_fails() {
+        assert!(published_model(Reader::Trusting));
+    }
+
+    /// And a `chdir` that gives its count back before its store is ordered.
+    #[test]
+    fn working_directory_unfenced_chdir_fails() {
+        assert!(published_model(Reader::UnfencedChdir));
     }
 
     /// The umount handshake, for a lockless walk's hold.

@@ -169,6 +169,34 @@ fn mounts() {
     assert_eq!(p.umount("/mnt"), Err(Errno::EINVAL));
 }
 
+/// A working directory stops holding its mount the moment it stops being the working
+/// directory, as on Linux: `umount` right after `chdir` away (or after the process that
+/// was there is gone) succeeds, with no grace period to wait out. Before, the old
+/// directory's count went with its memory, and this said `EBUSY`.
+#[test]
+fn leaving_a_mount_frees_it_at_once() {
+    let p = root();
+    p.mkdir("/mnt", 0o755).unwrap();
+    p.mount("/mnt", MemFs::new(MemFsOptions::default()))
+        .unwrap();
+    p.mkdir("/mnt/d", 0o755).unwrap();
+    p.chdir("/mnt/d").unwrap();
+    assert_eq!(p.umount("/mnt"), Err(Errno::EBUSY));
+    // A relative call from there works in the mount.
+    p.write_file("f", b"x").unwrap();
+    assert_eq!(p.stat("/mnt/d/f").unwrap().size, 1);
+    p.chdir("/").unwrap();
+    p.umount("/mnt").unwrap();
+
+    p.mount("/mnt", MemFs::new(MemFsOptions::default()))
+        .unwrap();
+    let q = p.fork();
+    q.chdir("/mnt").unwrap();
+    assert_eq!(p.umount("/mnt"), Err(Errno::EBUSY));
+    drop(q);
+    p.umount("/mnt").unwrap();
+}
+
 #[test]
 fn readdir_cookies_survive_changes() {
     let p = root();

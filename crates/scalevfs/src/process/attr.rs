@@ -140,7 +140,8 @@ impl Process {
         }
         if dirfd.is_cwd() {
             let g = crossbeam_epoch::pin();
-            let cwd = &self.ctx_ref(&g).cwd;
+            let (ctx, _cwd) = self.held_ctx(&g);
+            let cwd = &ctx.cwd;
             let inode = cwd.d.inode_arc(&g).ok_or(Errno::ENOENT)?;
             return f(Target {
                 mnt: &cwd.mnt,

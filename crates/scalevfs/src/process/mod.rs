@@ -4,7 +4,9 @@
 //! - `ctx` (root and working directory) and `creds` are epoch-protected pointers to
 //!   immutable values: calls load them under their guard with no lock and no write; `chdir`,
 //!   `chroot`-like changes and `set_creds` publish a new value under `ctx_lock` and free the
-//!   old one after a grace period.
+//!   old one after a grace period. The old working directory stops counting as a user of
+//!   its mount at once, so a call that starts from the working directory holds that mount
+//!   itself (`held_ctx`; see `mount`, "A published place").
 //! - `umask` is an atomic.
 //! - `files`, the descriptor table, is read without a lock under the epoch guard; its
 //!   writers (open, close, dup) serialize on its allocation mutex (see `file`).
@@ -435,6 +437,17 @@ impl Process {
         }
     }
 
+    /// The root and working directory, with the working directory's mount held against
+    /// `umount` while the caller uses them: `chdir` gives the old one's count back at
+    /// once, so a caller that loaded it must hold the mount itself (free for the
+    /// namespace's root mount). See `mount`, "A published place".
+    fn held_ctx<'g>(&self, g: &'g Guard) -> (&'g FsCtx, MountHold<'g>) {
+        crate::mount::hold_published(&self.vfs.mount_sync, || {
+            let ctx = self.ctx_ref(g);
+            (&ctx.cwd.mnt, ctx)
+        })
+    }
+
     fn ctx_ref<'g>(&self, g: &'g Guard) -> &'g FsCtx {
         // SAFETY: never null; replaced values are freed after a grace period.
         unsafe { self.ctx.load(Acquire, g).deref() }
@@ -481,7 +494,7 @@ impl Process {
         f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
     ) -> Result<R> {
         let guard = crossbeam_epoch::pin();
-        let ctx = self.ctx_ref(&guard);
+        let (ctx, _cwd) = self.held_ctx(&guard);
         let start = if path.first() == Some(&b'/') || dirfd.is_cwd() {
             Start {
                 mnt: &ctx.cwd.mnt,

@@ -12,6 +12,12 @@ impl Process {
             cwd: loc,
         };
         let old = self.ctx.swap(Owned::new(new), SeqCst, &g);
+        // The old places stop counting now (see `mount`, "A published place"); readers
+        // that loaded them hold their mounts themselves (`Process::held_ctx`).
+        // SAFETY: non-null, and freed only after the grace period deferred below.
+        let o = unsafe { old.deref() };
+        o.cwd.release();
+        o.root.release();
         // SAFETY: unreachable now; readers hold guards.
         unsafe { g.defer_destroy(old) };
     }

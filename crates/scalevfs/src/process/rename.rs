@@ -34,7 +34,7 @@ impl Process {
             let (p1, l1, t1) = (par1.pos, par1.last, par1.trailing);
             // The new side's start, looked at only after the old side resolved (as Linux).
             let held_new;
-            let ctx = self.ctx_ref(cx.guard);
+            let (ctx, _cwd) = self.held_ctx(cx.guard);
             let new_start = if new.first() == Some(&b'/') || newdirfd.is_cwd() {
                 Start {
                     mnt: &ctx.cwd.mnt,
