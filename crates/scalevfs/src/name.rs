@@ -106,7 +106,7 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
         #[allow(clippy::manual_contains)] // `contains` would call memchr for a few bytes
         let nul = p.iter().any(|&b| b == 0);
         h = mix(h, load_short(p));
-        return (h ^ (h >> 29), nul);
+        return (finish(h), nul);
     }
     let mut zeros = 0u64;
     let mut i = 0;
@@ -133,7 +133,16 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
     let w = load_word(p, n - 8);
     zeros |= zero_bytes(w);
     h = mix(h, w);
-    (h ^ (h >> 29), zeros != 0)
+    (finish(h), zeros != 0)
+}
+
+/// Spreads every bit of `h` over the low bits, which the path cache indexes its sets by:
+/// a multiply carries a byte's difference only upwards, so paths that differ in one byte
+/// of their last word (`/d/f0001`, `/d/f0002`) would otherwise share their low bits.
+#[inline(always)]
+fn finish(h: u64) -> u64 {
+    let h = (h ^ (h >> 32)).wrapping_mul(K2);
+    h ^ (h >> 29)
 }
 
 /// A mask with the high bit set in each byte of `w` that is zero (exact for the lowest
@@ -387,6 +396,25 @@ impl Drop for DName {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// Paths that differ in a byte or two (a tree's files) spread over the low bits of the
+    /// hash as random values would: the path cache picks its set by them. 1,024 such paths
+    /// over 512 sets fill about 443 of them at random; before `finish`, they filled 15.
+    #[test]
+    fn similar_paths_spread_over_the_low_bits() {
+        for width in [4usize, 12] {
+            let mut used = std::collections::HashSet::new();
+            for i in 0..1024 {
+                let p = format!("/w5/d{:02}/f{:0width$}", i % 16, i / 16);
+                used.insert(path_hash(p.as_bytes()) % 512);
+            }
+            assert!(
+                used.len() > 400,
+                "{} of 512 sets for width {width}",
+                used.len()
+            );
+        }
+    }
 
     #[test]
     fn scan_agrees_with_new() {

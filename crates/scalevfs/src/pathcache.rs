@@ -2,9 +2,9 @@
 //! SOSP 2015), in front of the lockless walk.
 //!
 //! # Mechanism
-//! Each thread keeps a small direct-mapped table from (namespace, credentials, root and its
-//! mount, start directory and its mount, follow flag, path bytes) to the dentry the fast
-//! walk reached, with the counters that made that walk valid: the namespace-change
+//! Each thread keeps a set-associative table (512 sets of 4 ways, least recently used out
+//! first) from (namespace, credentials, root and its mount, start directory and its mount,
+//! follow flag, path bytes) to the dentry the fast walk reached, with the counters that made that walk valid: the namespace-change
 //! *generation*, the mount sequence count and the final dentry's sequence count. A hit is
 //! trusted only while all three are unchanged, so it stands for a walk the locked walk
 //! could have made at this moment. The mounts are part of the key because one file system
@@ -26,17 +26,21 @@
 //! are.
 //!
 //! # Admission
-//! An insertion that would evict an entry is admitted only for a path that missed once
-//! before, recently: a first miss only records the path's hash tag in a small per-thread
+//! An insertion that would evict an entry (its set is full) is admitted only for a path
+//! that missed once before, recently: a first miss only records the path's hash tag in a small per-thread
 //! *ghost* table (the idea of 2Q and TinyLFU's doorkeeper). A walk over many distinct paths,
 //! each used once (a tree walk, W4), then neither pays for an entry it will never use (the
 //! references, the copy of the path) nor evicts the hot paths; a path used twice is cached
 //! from its second walk.
 //!
 //! # What protects each field
-//! The table is thread-local: no lock. An entry holds references on its final dentry and
-//! on the root and start dentries, so none of them is freed (or its address reused) while
-//! cached; the mounts are keyed by their ids, never reused in a namespace. It keeps the
+//! The table is thread-local: no lock. An entry holds a reference on its final dentry and,
+//! for a relative path, on its start directory, so neither is freed (or its address
+//! reused) while cached; the mounts are keyed by their ids, never reused in a namespace.
+//! The root needs no reference: a process's root is always its namespace's root dentry
+//! (there is no `chroot`), which lives as long as the namespace, and the namespace's id
+//! (never reused) is in the key. Nor does an absolute path's start, which is the root. So
+//! an insertion writes no line that other threads share but its final dentry's count. It keeps the
 //! final mount's index in the mount table snapshot, not the mount:
 //! the index is used only while the mount sequence count is unchanged, so the snapshot it
 //! indexes is still the current one. All counters are 64 bits: an entry may sit unused for
@@ -46,9 +50,11 @@ use crate::dentry::{DPtr, DRef, Dentry};
 use crate::name::path_hash;
 use std::cell::RefCell;
 
-/// Slots per thread. Enough for a working set of hot paths; a direct-mapped miss costs one
-/// ordinary walk.
-const SLOTS: usize = 256;
+/// Ways per set: a set's tags and entry pointers fill one 64-byte line.
+const WAYS: usize = 4;
+/// Sets per thread: 2,048 entries, room for a working set of a thousand hot paths (W5's)
+/// with few sets overflowing. An empty table is 32 KiB; entries are allocated as cached.
+const SETS: usize = 512;
 /// Every path cached is shorter than this: callers pass only paths that passed the
 /// `ENAMETOOLONG` check (the copy is made once, on insertion).
 const MAX_PATH: usize = crate::types::limits::PATH_MAX;
@@ -71,15 +77,31 @@ pub(crate) struct Key {
 
 struct Entry {
     key: Key,
-    hash: u64,
     path: Box<[u8]>,
     gen: u64,
     mount_seq: u64,
     mnt_idx: usize,
     d: DRef,
     seq: u64,
-    _root: DRef,
-    _start: DRef,
+    /// A relative path's start directory (see "What protects each field").
+    _start: Option<DRef>,
+}
+
+/// One set: the ways' path hashes (0 for an empty way) beside their entries, so a probe
+/// reads one line before it touches an entry. Way 0 is the most recently used.
+#[derive(Default)]
+#[repr(align(64))]
+struct Set {
+    tags: [u64; WAYS],
+    ways: [Option<Box<Entry>>; WAYS],
+}
+
+impl Set {
+    /// Moves way `i` to the front (most recently used).
+    fn promote(&mut self, i: usize) {
+        self.tags[..=i].rotate_right(1);
+        self.ways[..=i].rotate_right(1);
+    }
 }
 
 /// What this thread's path cache did (see [`thread_stats`]).
@@ -97,7 +119,7 @@ thread_local! {
     static STATS: std::cell::Cell<PathCacheStats> = const {
         std::cell::Cell::new(PathCacheStats { hits: 0, misses: 0, inserts: 0 })
     };
-    static TABLE: RefCell<Vec<Option<Entry>>> = RefCell::new((0..SLOTS).map(|_| None).collect());
+    static TABLE: RefCell<Vec<Set>> = RefCell::new((0..SETS).map(|_| Set::default()).collect());
     /// The tags of recent misses that were not admitted (see "Admission").
     static GHOSTS: RefCell<[u32; GHOST_SLOTS]> = const { RefCell::new([0; GHOST_SLOTS]) };
 }
@@ -140,24 +162,31 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
     TABLE
         .try_with(|t| {
-            let t = t.borrow();
-            let e = t[(hash as usize) % SLOTS].as_ref()?;
-            if e.hash != hash
-                || e.key != *key
-                || e.gen != gen
-                || e.mount_seq != mount_seq
-                || *e.path != *path
-            {
+            let mut t = t.borrow_mut();
+            let set = &mut t[set_of(hash)];
+            let i = (0..WAYS).find(|&i| set.tags[i] == hash)?;
+            let e = set.ways[i].as_deref()?;
+            if e.key != *key || e.gen != gen || e.mount_seq != mount_seq || *e.path != *path {
                 return None;
             }
-            Some(Hit {
+            let hit = Hit {
                 mnt_idx: e.mnt_idx,
                 d: e.d.ptr().as_ptr(),
                 seq: e.seq,
-            })
+            };
+            if i != 0 {
+                set.promote(i);
+            }
+            Some(hit)
         })
         .ok()
         .flatten()
+}
+
+/// The set `hash` lives in.
+#[inline(always)]
+fn set_of(hash: u64) -> usize {
+    (hash as usize) % SETS
 }
 
 /// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, if admitted (see
@@ -178,10 +207,24 @@ pub(crate) fn insert(
 ) {
     debug_assert_eq!(hash, path_hash(path));
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
-    let occupied = TABLE
-        .try_with(|t| t.borrow()[(hash as usize) % SLOTS].is_some())
-        .unwrap_or(true);
-    let admitted = !occupied
+    // The way it goes in: its own stale entry's (same walk, older counts), else an empty
+    // one, else the least recently used (which makes it an eviction).
+    let Ok(way) = TABLE.try_with(|t| {
+        let t = t.borrow();
+        let set = &t[set_of(hash)];
+        let stale = |i: usize| {
+            set.tags[i] == hash
+                && set.ways[i]
+                    .as_ref()
+                    .is_some_and(|e| e.key == key && *e.path == *path)
+        };
+        (0..WAYS)
+            .find(|&i| stale(i))
+            .or_else(|| (0..WAYS).find(|&i| set.ways[i].is_none()))
+    }) else {
+        return;
+    };
+    let admitted = way.is_some()
         || GHOSTS
             .try_with(|g| {
                 let mut g = g.borrow_mut();
@@ -194,25 +237,37 @@ pub(crate) fn insert(
     if !admitted {
         return;
     }
-    let (Some(dr), Some(rr), Some(sr)) =
-        (DRef::try_get(d), DRef::try_get(root), DRef::try_get(start))
-    else {
+    let Some(dr) = DRef::try_get(d) else {
         return;
     };
-    let e = Entry {
+    let start = if start == root {
+        None
+    } else {
+        match DRef::try_get(start) {
+            Some(s) => Some(s),
+            None => return,
+        }
+    };
+    let e = Box::new(Entry {
         key,
-        hash,
         path: path.into(),
         gen,
         mount_seq,
         mnt_idx,
         d: dr,
         seq,
-        _root: rr,
-        _start: sr,
-    };
+        _start: start,
+    });
     let old = TABLE
-        .try_with(|t| t.borrow_mut()[(hash as usize) % SLOTS].replace(e))
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            let set = &mut t[set_of(hash)];
+            let i = way.unwrap_or(WAYS - 1);
+            set.tags[i] = hash;
+            let old = set.ways[i].replace(e);
+            set.promote(i);
+            old
+        })
         .ok()
         .flatten();
     let _ = STATS.try_with(|s| {
@@ -246,7 +301,17 @@ pub(crate) fn count(hit: bool) {
 /// Empties this thread's table (tests; and a way to release the references it holds).
 pub fn clear_thread_cache() {
     let old: Vec<_> = TABLE
-        .try_with(|t| t.borrow_mut().iter_mut().map(|s| s.take()).collect())
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            let old = t
+                .iter_mut()
+                .flat_map(|s| s.ways.iter_mut().map(Option::take))
+                .collect();
+            for s in t.iter_mut() {
+                s.tags = [0; WAYS];
+            }
+            old
+        })
         .unwrap_or_default();
     drop(old);
     // What the entries held may now wait for a grace period: let it go.
@@ -255,7 +320,7 @@ pub fn clear_thread_cache() {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{ghost, thread_stats, PathCacheStats, SLOTS};
+    use super::{ghost, set_of, thread_stats, PathCacheStats};
     use crate::dentry::RcuLookup;
     use crate::name::{path_hash, scan};
     use crate::{Creds, Errno, Vfs};
@@ -311,59 +376,58 @@ mod tests {
         });
     }
 
-    /// Admission: a walk that would evict another path's entry is recorded only at its
-    /// second recent miss; another path's miss, in another ghost slot or in the same slot
-    /// with another tag, does not count for it.
+    /// Admission and replacement: a walk that would evict another path's entry (its set
+    /// is full) is recorded only at its second recent miss, and another path's miss (in
+    /// another ghost slot, or in the same slot with another tag) does not count for it;
+    /// what it evicts is the set's least recently used entry.
     #[test]
     #[cfg_attr(
         miri,
-        ignore = "searches 16k hashes for colliding names; no unsafe code"
+        ignore = "searches 32k hashes for colliding names; no unsafe code"
     )]
     fn a_path_that_would_evict_is_admitted_at_its_second_miss() {
-        // Four names in one table slot (not the root's): `a` takes the slot, `b`, `c` and
-        // `d` compete for it. `d` has `b`'s ghost slot and another tag; `a` and `c` have
+        // Seven names in one set (not the root's): `a` and three fillers fill it; `b`, `c`
+        // and `d` compete for it. `d` has `b`'s ghost slot and another tag; the others have
         // ghost slots of their own. `b`'s tag is even, so a tag that lost its low bit
         // would be the empty ghost.
-        let named: Vec<(String, u64)> = (0..16384)
+        let named: Vec<(String, u64)> = (0..32768)
             .map(|i| {
                 let n = format!("n{i}");
                 let h = path_hash(format!("/{n}").as_bytes());
                 (n, h)
             })
             .collect();
-        let slot = |h: u64| h as usize % SLOTS;
-        let root_slot = slot(path_hash(b"/"));
+        let root_set = set_of(path_hash(b"/"));
         let pick = || {
             for (b, hb) in named.iter().filter(|(_, h)| (h >> 32) % 2 == 0) {
                 let (ib, tb) = ghost(*hb);
-                if slot(*hb) == root_slot {
+                if set_of(*hb) == root_set {
                     continue;
                 }
-                let same = |h: u64| slot(h) == slot(*hb);
+                let same = |h: u64| set_of(h) == set_of(*hb);
                 let Some((d, _)) = named
                     .iter()
                     .find(|(_, h)| same(*h) && ghost(*h).0 == ib && ghost(*h).1 != tb)
                 else {
                     continue;
                 };
-                let Some((c, hc)) = named.iter().find(|(_, h)| same(*h) && ghost(*h).0 != ib)
-                else {
-                    continue;
-                };
-                let ic = ghost(*hc).0;
-                let Some((a, _)) = named
-                    .iter()
-                    .find(|(_, h)| same(*h) && ![ib, ic].contains(&ghost(*h).0))
-                else {
-                    continue;
-                };
-                return (a.clone(), b.clone(), c.clone(), d.clone());
+                let mut used = vec![ib];
+                let mut others = Vec::new();
+                for (n, h) in named.iter().filter(|(_, h)| same(*h)) {
+                    if others.len() < 5 && !used.contains(&ghost(*h).0) {
+                        used.push(ghost(*h).0);
+                        others.push(n.clone());
+                    }
+                }
+                if let [c, a, f1, f2, f3] = &others[..] {
+                    return [a, f1, f2, f3, b, c, d].map(|n| n.clone());
+                }
             }
-            panic!("no names share a slot so");
+            panic!("no names share a set so");
         };
-        let (a, b, c, d) = pick();
+        let [a, f1, f2, f3, b, c, d] = pick();
         let vfs = Vfs::new_memfs();
-        for n in [&a, &b, &c, &d] {
+        for n in [&a, &f1, &f2, &f3, &b, &c, &d] {
             vfs.process(Creds::root())
                 .write_file(format!("/{n}"), b"x")
                 .unwrap();
@@ -371,7 +435,9 @@ mod tests {
         on_fresh_thread(|| {
             let p = vfs.process(Creds::root());
             let stat = |n: &str| counted(|| assert!(p.stat(format!("/{n}")).is_ok()));
-            assert_eq!(stat(&a), stats(0, 1, 1), "an empty slot admits at once");
+            for n in [&a, &f1, &f2, &f3] {
+                assert_eq!(stat(n), stats(0, 1, 1), "a set with room admits at once");
+            }
             assert_eq!(
                 stat(&b),
                 stats(0, 1, 0),
@@ -379,20 +445,24 @@ mod tests {
             );
             assert_eq!(stat(&c), stats(0, 1, 0), "b's ghost does not admit c");
             assert_eq!(stat(&a), stats(1, 0, 0), "a was not evicted");
-            assert_eq!(stat(&b), stats(0, 1, 1), "b's second miss is admitted");
-            assert_eq!(stat(&b), stats(1, 0, 0));
             assert_eq!(
                 stat(&d),
                 stats(0, 1, 0),
                 "d leaves its tag in b's ghost slot"
             );
-            assert_eq!(
-                stat(&a),
-                stats(0, 1, 0),
-                "a, evicted, starts over with a ghost"
-            );
-            assert_eq!(stat(&a), stats(0, 1, 1));
             assert_eq!(stat(&b), stats(0, 1, 0), "d's tag does not admit b");
+            assert_eq!(stat(&b), stats(0, 1, 1), "b's next miss is admitted");
+            assert_eq!(stat(&b), stats(1, 0, 0));
+            assert_eq!(
+                stat(&f1),
+                stats(0, 1, 0),
+                "f1, the least recently used, was evicted and starts over with a ghost"
+            );
+            assert_eq!(stat(&f1), stats(0, 1, 1));
+            // f2 went for f1; a, used since, stays.
+            assert_eq!(stat(&a), stats(1, 0, 0), "a, used since, stays");
+            assert_eq!(stat(&f3), stats(1, 0, 0));
+            assert_eq!(stat(&f2), stats(0, 1, 0), "f2 was evicted");
         });
     }
 
