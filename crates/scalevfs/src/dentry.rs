@@ -1047,7 +1047,7 @@ mod tests {
             0,
             0,
             0,
-            Contents::Dir(parking_lot::Mutex::new(DirState::default())),
+            Contents::Dir(crate::sync::Mutex::new(DirState::default())),
             Timespec::default(),
         ))
     }
@@ -1385,7 +1385,7 @@ mod loom_models {
         let (mode, contents) = if dir {
             (
                 0o40755,
-                Contents::Dir(parking_lot::Mutex::new(DirState::default())),
+                Contents::Dir(crate::sync::Mutex::new(DirState::default())),
             )
         } else {
             (0o100644, Contents::Special)

@@ -37,7 +37,8 @@
 //! anything. Nothing can change an unloaded directory meanwhile, since every change loads
 //! first, so the answer needs no validation. A failed load is its caller's error; a
 //! panicked one is ended by a guard; either way the directory stays unloaded and the next
-//! caller loads again. Loaded directories are never unloaded yet (no eviction: the caches
+//! caller loads again (loom: `fs::loom_models`; the directory mutex is `sync`'s, so
+//! loom sees it). Loaded directories are never unloaded yet (no eviction: the caches
 //! are unbounded for now).
 //!
 //! The trait stays crate-private until the host backend settles its shape: the methods to
@@ -70,8 +71,8 @@ use crate::icache::Waiters;
 use crate::inode::{DirState, Inode};
 use crate::name::scan;
 use crate::sync::StripedCounter;
+use crate::sync::{Mutex, MutexGuard};
 use crate::types::{StatFs, Timespec};
-use parking_lot::{Mutex, MutexGuard};
 use std::cell::Cell;
 use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering::Relaxed;
@@ -1058,5 +1059,204 @@ mod tests {
             0,
             "the locked walk never walked again"
         );
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    //! The directory-load protocol ([`SuperBlock::load`]) under loom: two callers race to
+    //! load one unloaded directory. The file system is asked once (twice when its first
+    //! answer fails), and every caller that returns `Ok` finds the directory loaded with
+    //! its entry in the cache.
+    use super::*;
+    use crate::dentry::RcuLookup;
+    use crate::inode::Contents;
+    use crate::sync::AtomicUsize;
+    use crate::types::mode::*;
+    use loom::thread;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    /// A root directory, unloaded, holding one file `x`; its first answer fails if
+    /// `fail_first`.
+    struct OneDir {
+        loads: Arc<AtomicUsize>,
+        fail_first: bool,
+    }
+
+    fn inode(ino: u64, mode: u32, contents: Contents) -> Arc<Inode> {
+        Arc::new(Inode::new(
+            ino,
+            mode,
+            0,
+            0,
+            0,
+            contents,
+            Timespec::default(),
+        ))
+    }
+
+    impl FileSystem for OneDir {
+        fn root_inode(&self) -> Arc<Inode> {
+            let st = DirState {
+                unloaded: true,
+                ..Default::default()
+            };
+            inode(1, S_IFDIR | 0o755, Contents::Dir(Mutex::new(st)))
+        }
+        fn new_inode(
+            &self,
+            _: u32,
+            _: u32,
+            _: u32,
+            _: u64,
+            _: Option<&[u8]>,
+            _: Timespec,
+        ) -> Result<Arc<Inode>> {
+            Err(Errno::EROFS)
+        }
+        fn evict(&self, _: &Inode) {}
+        fn transfer_owner(&self, _: &Inode, _: u32) {}
+        fn inodes_of(&self, _: u32) -> u64 {
+            0
+        }
+        fn charge_pages(&self, n: u64, _: bool) -> u64 {
+            n
+        }
+        fn uncharge_pages(&self, _: u64) {}
+        fn usage(&self) -> (u64, u64) {
+            (0, 0)
+        }
+        fn statfs(&self) -> StatFs {
+            StatFs::default()
+        }
+        fn complete(&self) -> bool {
+            false
+        }
+        fn load_dir(&self, _: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+            if self.loads.fetch_add(1, SeqCst) == 0 && self.fail_first {
+                return Err(Errno::EIO);
+            }
+            Ok(vec![(
+                b"x".to_vec(),
+                inode(2, S_IFREG | 0o644, Contents::Special),
+            )])
+        }
+    }
+
+    /// How a caller loads: the real protocol, or a broken twin that does not claim the
+    /// load (`loading`) before it drops the lock.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Loader {
+        Real,
+        Unclaimed,
+    }
+
+    /// The broken twin: checks `unloaded`, then loads with no claim.
+    fn load_unclaimed(sb: &SuperBlock, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+        let m = inode.dir().expect("a directory");
+        if !m.lock().unloaded {
+            return Ok(());
+        }
+        let entries = sb.ops.load_dir(inode)?;
+        let mut st = m.lock();
+        for (name, child) in entries {
+            sb.dcache.d_alloc(d, &scan(&name), Some(child), &mut st);
+        }
+        st.unloaded = false;
+        Ok(())
+    }
+
+    /// One caller: loads the root (as `how` says); `false` if it returned `Ok` without
+    /// finding the directory loaded and `x` cached.
+    fn call(sb: &SuperBlock, how: Loader) -> bool {
+        let root = sb.root().clone();
+        let inode = root.ptr().get().inode_arc(&crossbeam_epoch::pin()).unwrap();
+        let r = match how {
+            Loader::Real => sb.load(root.ptr(), &inode),
+            Loader::Unclaimed => load_unclaimed(sb, root.ptr(), &inode),
+        };
+        if r.is_err() {
+            return true;
+        }
+        let loaded = !inode.dir().unwrap().lock().unloaded;
+        let g = crossbeam_epoch::pin();
+        let found = matches!(
+            sb.dcache.lookup_rcu(&root.ptr(), &scan(b"x"), &g),
+            RcuLookup::Found(..)
+        );
+        loaded && found
+    }
+
+    /// Two callers load the root; returns the number of loads, and whether some caller
+    /// returned `Ok` without finding the directory loaded and `x` cached.
+    fn race(how: Loader, fail_first: bool) -> (usize, usize, bool) {
+        let (most, least) = (
+            std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX)),
+        );
+        let wrong = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (most2, least2, wrong2) = (most.clone(), least.clone(), wrong.clone());
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let loads = Arc::new(AtomicUsize::new(0));
+            let fs = OneDir {
+                loads: loads.clone(),
+                fail_first,
+            };
+            let opts = CacheOptions {
+                hash_buckets: 1,
+                max_negative: None,
+            };
+            let sb = SuperBlock::new(Box::new(fs), opts);
+            let t = {
+                let sb = sb.clone();
+                thread::spawn(move || call(&sb, how))
+            };
+            let ok_here = call(&sb, how);
+            let ok_there = t.join().unwrap();
+            if !(ok_here && ok_there) {
+                wrong2.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            let n = loads.load(SeqCst);
+            most2.fetch_max(n, std::sync::atomic::Ordering::SeqCst);
+            least2.fetch_min(n, std::sync::atomic::Ordering::SeqCst);
+            // Tearing the hash down would defer frees while loom ends the execution (its
+            // collector would pin again then): leak the file system instead.
+            std::mem::forget(sb);
+        });
+        (
+            least.load(std::sync::atomic::Ordering::SeqCst),
+            most.load(std::sync::atomic::Ordering::SeqCst),
+            wrong.load(std::sync::atomic::Ordering::SeqCst),
+        )
+    }
+
+    /// One loader: the file system is asked once, whoever wins, and both callers find the
+    /// directory loaded.
+    #[test]
+    fn one_load_per_directory() {
+        assert_eq!(race(Loader::Real, false), (1, 1, false));
+    }
+
+    /// A failed load leaves the directory unloaded; the other caller (waiting, or coming
+    /// after) loads it again, and a caller told `Ok` finds it loaded.
+    #[test]
+    fn a_failed_load_is_tried_again() {
+        let (least, most, wrong) = race(Loader::Real, true);
+        assert!(!wrong);
+        assert_eq!(
+            (least, most),
+            (2, 2),
+            "one failure, then one load that works"
+        );
+    }
+
+    /// The model catches loaders that do not claim the load: two of them ask the file
+    /// system.
+    #[test]
+    fn unclaimed_loads_fail() {
+        let (_, most, _) = race(Loader::Unclaimed, false);
+        assert_eq!(most, 2);
     }
 }

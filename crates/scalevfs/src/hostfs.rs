@@ -622,7 +622,7 @@ impl FileSystem for HostFs {
             S_IFREG => {
                 let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW;
                 drop(rfs::openat(&*dfd, name, flags | OFlags::CLOEXEC, perm).map_err(host)?);
-                Contents::Stored(parking_lot::Mutex::new(()))
+                Contents::Stored(crate::sync::Mutex::new(()))
             }
             S_IFLNK => {
                 let t = target.unwrap_or_default();
@@ -700,7 +700,7 @@ impl FileSystem for HostFs {
         rfs::fchmod(&fd, perm).map_err(host)?;
         let st = stat_of(rfs::fstat(&fd).map_err(host)?);
         let ino = self.ino_of(st.dev, st.ino)?;
-        let contents = Contents::Stored(parking_lot::Mutex::new(()));
+        let contents = Contents::Stored(crate::sync::Mutex::new(()));
         let inode = Arc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
         self.insert_new(ino, &inode, None, Some(fd))?;
         Ok(inode)
@@ -853,7 +853,7 @@ impl HostFs {
     fn load_node(&self, dir: &Arc<OwnedFd>, name: &CStr, st: &Stat, ino: u64) -> Result<HostNode> {
         let contents = match st.mode & S_IFMT {
             S_IFDIR => unloaded_dir(),
-            S_IFREG => Contents::Stored(parking_lot::Mutex::new(())),
+            S_IFREG => Contents::Stored(crate::sync::Mutex::new(())),
             S_IFLNK => {
                 let t = rfs::readlinkat(dir.as_fd(), name, Vec::new()).map_err(host)?;
                 Contents::Symlink(t.into_bytes().into())

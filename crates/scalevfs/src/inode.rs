@@ -28,9 +28,10 @@
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
 use crate::sync::effects::effect;
+use crate::sync::Mutex;
 use crate::sync::{AtomicI64, AtomicU32, AtomicU64, SeqCount32};
 use crate::types::{mode::*, Access, Creds, FileType, Stat, Timespec};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};

@@ -27,9 +27,10 @@
 use crate::errno::{Errno, Result};
 use crate::fs::{CacheOptions, FileSystem, SuperBlock};
 use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
+use crate::sync::Mutex;
 use crate::sync::{PerUserCounts, UsageCounter};
 use crate::types::{mode::*, StatFs, Timespec};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;

@@ -528,7 +528,7 @@ impl Process {
     /// blocks and times follow (the blocks as storage reports them).
     fn write_stored(
         f: &OpenFile,
-        lock: &parking_lot::Mutex<()>,
+        lock: &crate::sync::Mutex<()>,
         buf: &[u8],
         off: Option<u64>,
         creds: &Creds,
