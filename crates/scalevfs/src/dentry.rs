@@ -489,6 +489,11 @@ fn lock_count(n: usize) -> usize {
     let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
     #[cfg(loom)]
     let cpus: usize = 1;
+    lock_count_for(n, cpus)
+}
+
+/// [`lock_count`] on a machine of `cpus` CPUs.
+fn lock_count_for(n: usize, cpus: usize) -> usize {
     (32 * cpus).next_power_of_two().clamp(64, 4096).min(n)
 }
 
@@ -556,7 +561,7 @@ impl DHash {
     /// The index of the lock that guards `key`'s chain (tests).
     #[cfg(all(test, not(loom)))]
     fn lock_index(&self, key: u64) -> usize {
-        (key as usize) & (self.locks.len() - 1)
+        self.locks.slot(key as usize)
     }
 
     /// Counts an insert into a table of `n` buckets, and grows the table if a periodic check
@@ -1078,6 +1083,12 @@ mod tests {
         assert_eq!(lock_count(16), 16);
         assert_eq!(lock_count(64), 64);
         assert_eq!(DHash::new(16).locks.len(), 16);
+        // 32 per CPU, as a power of two, within 64..=4096, and never more than buckets.
+        let big = 1 << 20;
+        for (cpus, locks) in [(1, 64), (2, 64), (3, 128), (8, 256), (12, 512), (200, 4096)] {
+            assert_eq!(lock_count_for(big, cpus), locks, "{cpus} CPUs");
+        }
+        assert_eq!(lock_count_for(128, 8), 128);
     }
 
     /// Runs the epoch's deferred work until `done` holds (other tests' pins may hold the
@@ -1369,6 +1380,10 @@ mod tests {
                 let twin = key + n as u64;
                 assert_eq!(h.lock_index(key), h.lock_index(twin), "{buckets}: {key}");
             }
+            // And buckets spread over every lock (what hashed locks are for).
+            let used: std::collections::HashSet<_> =
+                (0..n as u64).map(|k| h.lock_index(k)).collect();
+            assert_eq!(used.len(), h.locks.len(), "{buckets}: locks left unused");
         }
     }
 }

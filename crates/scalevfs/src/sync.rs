@@ -735,7 +735,13 @@ impl LockTable {
     /// [`LockTable::len`] share a lock).
     #[inline]
     pub(crate) fn lock(&self, index: usize) -> MutexGuard<'_, ()> {
-        self.locks[index & (self.locks.len() - 1)].lock()
+        self.locks[self.slot(index)].lock()
+    }
+
+    /// Which of the table's locks `index` takes.
+    #[inline]
+    pub(crate) fn slot(&self, index: usize) -> usize {
+        index & (self.locks.len() - 1)
     }
 }
 
