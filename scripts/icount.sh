@@ -31,7 +31,8 @@ per_op() { # name, n, example, args after the count
 per_op stat_cached 200000 stat_loop
 per_op create_close_unlink 100000 create_unlink_loop
 per_op rename 100000 rename_loop
-# W5-warm's loop on memfs: stats cycling over 1,024 files (more than the path cache holds,
-# so each is a walk) and over 128 (which fit, but share slots of the direct-mapped table).
+# W5-warm's loop on memfs: stats cycling over 1,024 files in 16 directories, and over 128.
 per_op stat_tree_1024 100000 stat_tree 1024
 per_op stat_tree_128 100000 stat_tree 128
+# W7's loop: open, read 64 bytes, close, over 254 files in turn.
+per_op open_read_close 100000 orc_loop

@@ -92,13 +92,15 @@ fn load_short(p: &[u8]) -> u64 {
 
 /// A hash of a whole path, a word at a time (the key of the path cache). The tail is read
 /// with overlapping loads; the length is mixed in, so overlaps cannot alias.
-#[inline]
+#[inline(always)]
 pub fn path_hash(p: &[u8]) -> u64 {
     path_hash_nul(p).0
 }
 
 /// [`path_hash`] and whether the path holds a NUL byte, in one pass over it.
-#[inline]
+// Always: the hit paths of stat, open and the parent lookups are what it is for, and with
+// a third caller the compiler took it out of line.
+#[inline(always)]
 pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
     let n = p.len();
     let mut h = (n as u64).wrapping_mul(K2);

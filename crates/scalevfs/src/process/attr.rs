@@ -58,28 +58,11 @@ impl Process {
         f: impl Fn(&Inode, &SuperBlock) -> std::result::Result<T, Fail>,
     ) -> Result<T> {
         let vfs = cx.vfs;
-        let key_start = if path.first() == Some(&b'/') {
-            (cx.root, cx.root_mnt)
-        } else {
-            (start.d, start.mnt)
-        };
-        let key = pathcache::Key {
-            vfs: vfs.id,
-            creds: cx.creds_id,
-            root: cx.root.as_ptr(),
-            root_mnt: cx.root_mnt.id,
-            start: key_start.0.as_ptr(),
-            start_mnt: key_start.1.id,
-            follow,
-        };
-        let cacheable = cx.creds_id != 0;
-        let ns = ns_changes();
-        let gen = ns.snapshot();
-        let ms = vfs.mount_seq().read_begin();
+        let whole = WholePath::new(cx, start, path, hash, follow);
         // One probe of the path cache; the answer holds if nothing it depends on moved.
         let probe = || {
             let answer = (|| {
-                let h = cached(cx, &key, path, hash, gen?, ms?)?;
+                let h = whole.probe(cx, path)?;
                 let r = f(h.pos.inode.as_deref()?, &h.pos.mnt.fs);
                 h.still_valid(cx).then_some(r)
             })();
@@ -87,7 +70,7 @@ impl Process {
             answer
         };
         let check = vfs.check_mode();
-        if cacheable && !check {
+        if whole.cacheable && !check {
             match probe() {
                 Some(Ok(v)) => return Ok(v),
                 Some(Err(Fail::Err(e))) => return Err(e),
@@ -96,7 +79,7 @@ impl Process {
         }
         with_walk(vfs, |locked| {
             // In check mode the cached answer is compared with the locked walk too.
-            if !locked && cacheable && check {
+            if !locked && whole.cacheable && check {
                 if let Some(r) = probe() {
                     return r;
                 }
@@ -105,23 +88,8 @@ impl Process {
             let p = w.pos();
             let r = f(p.inode()?, &p.mnt.fs)?;
             w.validate(cx)?;
-            if let (false, true, Some(gen), Some(ms)) = (locked, cacheable, gen, ms) {
-                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
-                    if ns.snapshot() == Some(gen) {
-                        pathcache::insert(
-                            key,
-                            cx.root,
-                            key_start.0,
-                            path,
-                            hash,
-                            gen,
-                            ms,
-                            idx,
-                            p.d,
-                            p.seq,
-                        );
-                    }
-                }
+            if !locked {
+                whole.record(cx, path, p);
             }
             Ok(r)
         })

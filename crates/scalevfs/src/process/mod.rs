@@ -369,6 +369,73 @@ impl Cached<'_> {
     }
 }
 
+/// A call's use of the path cache for a whole path (`stat`, `access`, `open` of an existing
+/// object): its key, and the counters read before the probe and the walk, which an entry
+/// records and a hit is checked against.
+struct WholePath<'g> {
+    key: pathcache::Key,
+    /// The key's start: the root for an absolute path.
+    start: DPtr<'g>,
+    hash: u64,
+    gen: Option<u64>,
+    ms: Option<u64>,
+    /// Whether the caller's credentials are cached (not a one-off `access` set).
+    cacheable: bool,
+}
+
+impl<'g> WholePath<'g> {
+    /// Reads the counters; `hash` is `path`'s [`crate::name::path_hash`].
+    #[inline(always)]
+    fn new(cx: &Ctx<'g>, start: Start<'g>, path: &[u8], hash: u64, follow: bool) -> Self {
+        let (kd, km) = if path.first() == Some(&b'/') {
+            (cx.root, cx.root_mnt)
+        } else {
+            (start.d, start.mnt)
+        };
+        WholePath {
+            key: pathcache::Key {
+                vfs: cx.vfs.id,
+                creds: cx.creds_id,
+                root: cx.root.as_ptr(),
+                root_mnt: cx.root_mnt.id,
+                start: kd.as_ptr(),
+                start_mnt: km.id,
+                follow,
+            },
+            start: kd,
+            hash,
+            gen: ns_changes().snapshot(),
+            ms: cx.vfs.mount_seq().read_begin(),
+            cacheable: cx.creds_id != 0,
+        }
+    }
+
+    /// The cached walk of `path`, if there is one: use it, then check
+    /// [`Cached::still_valid`].
+    #[inline(always)]
+    fn probe(&self, cx: &Ctx<'g>, path: &[u8]) -> Option<Cached<'g>> {
+        if !self.cacheable {
+            return None;
+        }
+        cached(cx, &self.key, path, self.hash, self.gen?, self.ms?)
+    }
+
+    /// Records a validated fast walk of `path` that ended at `p`, if nothing it depends on
+    /// moved since the counters were read.
+    fn record(&self, cx: &Ctx<'g>, path: &[u8], p: Pos<'g>) {
+        let (true, Some(gen), Some(ms)) = (self.cacheable, self.gen, self.ms) else {
+            return;
+        };
+        if let Some(idx) = walk::mount_index(cx.vfs, p.mnt, cx.guard) {
+            if ns_changes().snapshot() == Some(gen) {
+                pathcache::insert(
+                    self.key, cx.root, self.start, path, self.hash, gen, ms, idx, p.d, p.seq,
+                );
+            }
+        }
+    }
+}
+
 /// Looks `path` up in the path cache under `key`; `gen` and `ms` are the namespace-change
 /// snapshot and the mount sequence read before. The answer is to be used, then checked
 /// with [`Cached::still_valid`].
@@ -832,6 +899,61 @@ mod tests {
         p.rename("/a", "/z").unwrap();
         assert_eq!(p.stat("/a/b/f"), Err(Errno::ENOENT));
         assert!(p.stat("/z/b/f").is_ok());
+    }
+
+    /// `open` of an existing object answers from the path cache, and every change that
+    /// would alter its walk or its checks is seen: a rename of an ancestor, an unlink and
+    /// re-create of the file, a directory's search permission, the file's own mode, and a
+    /// mount on an ancestor.
+    #[test]
+    fn open_answers_from_the_path_cache_and_sees_every_change() {
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.create_dir_all("/a/b").unwrap();
+        p.write_file("/a/b/f", b"1").unwrap();
+        p.chmod("/a/b/f", 0o644).unwrap();
+        let q = vfs.process(Creds::user(1000, 1000, vec![]));
+        let read = |p: &Process, path: &str| -> Result<Vec<u8>> {
+            let fd = p.open(path, OFlags::RDONLY, 0)?;
+            let mut buf = [0u8; 8];
+            let n = p.read(fd, &mut buf)?;
+            p.close(fd)?;
+            Ok(buf[..n].to_vec())
+        };
+        let hits = || pathcache::thread_stats().hits;
+        for _ in 0..2 {
+            assert_eq!(read(&q, "/a/b/f").unwrap(), b"1");
+        }
+        let before = hits();
+        assert_eq!(read(&q, "/a/b/f").unwrap(), b"1");
+        assert_eq!(hits(), before + 1, "the open was answered from the cache");
+        // The file's own mode: checked again on every open.
+        p.chmod("/a/b/f", 0o600).unwrap();
+        assert_eq!(read(&q, "/a/b/f"), Err(Errno::EACCES));
+        p.chmod("/a/b/f", 0o644).unwrap();
+        assert_eq!(read(&q, "/a/b/f").unwrap(), b"1");
+        // Unlinked and created again: the new file.
+        p.unlink("/a/b/f").unwrap();
+        assert_eq!(read(&q, "/a/b/f"), Err(Errno::ENOENT));
+        p.write_file("/a/b/f", b"2").unwrap();
+        assert_eq!(read(&q, "/a/b/f").unwrap(), b"2");
+        assert_eq!(read(&q, "/a/b/f").unwrap(), b"2");
+        // A directory's search permission.
+        p.chmod("/a", 0o700).unwrap();
+        assert_eq!(read(&q, "/a/b/f"), Err(Errno::EACCES));
+        p.chmod("/a", 0o755).unwrap();
+        assert_eq!(read(&q, "/a/b/f").unwrap(), b"2");
+        // A rename of an ancestor.
+        p.rename("/a", "/z").unwrap();
+        assert_eq!(read(&q, "/a/b/f"), Err(Errno::ENOENT));
+        assert_eq!(read(&q, "/z/b/f").unwrap(), b"2");
+        assert_eq!(read(&q, "/z/b/f").unwrap(), b"2");
+        // A mount on an ancestor hides the file; its umount shows it again.
+        p.mount("/z/b", crate::MemFs::new(Default::default()))
+            .unwrap();
+        assert_eq!(read(&q, "/z/b/f"), Err(Errno::ENOENT));
+        p.umount("/z/b").unwrap();
+        assert_eq!(read(&q, "/z/b/f").unwrap(), b"2");
     }
 
     /// A fast walk's answer is checked again after its caller used it: once the final

@@ -85,6 +85,17 @@ impl Process {
                 Ok((Arc::as_ptr(p.mnt) as usize, p.d.as_ptr() as usize))
             });
         }
+        // The path cache first (check mode compares walks above, and leaves it alone).
+        let whole = WholePath::new(cx, start, path, crate::name::path_hash(path), wf.follow);
+        if whole.cacheable && !cx.vfs.check_mode() {
+            let answer = Self::open_cached(cx, &whole, path, flags);
+            pathcache::count(answer.is_some());
+            if let Some(r) = answer {
+                let of = r?;
+                self.finish_open(&of, cx.creds)?;
+                return Ok(of);
+            }
+        }
         let of = retry(cx.vfs, |locked| {
             let w = start.walk(cx, path, wf, locked)?;
             let p = w.pos();
@@ -93,10 +104,34 @@ impl Process {
             let of = Self::open_pos(p, flags)?;
             // The open file counts as a user of its mount: confirm against umount.
             w.confirm(cx)?;
+            if !locked {
+                whole.record(cx, path, p);
+            }
             Ok(of)
         })?;
         self.finish_open(&of, cx.creds)?;
         Ok(of)
+    }
+
+    /// `open_existing` from the path cache: the description (or the error) for a cached
+    /// walk of `path` that is still valid once the description holds what it found, as
+    /// the walk's own checks would be; `None`: not cached, or no longer valid.
+    fn open_cached(
+        cx: &Ctx<'_>,
+        whole: &WholePath<'_>,
+        path: &[u8],
+        flags: OFlags,
+    ) -> Option<Result<OpenFile>> {
+        let h = whole.probe(cx, path)?;
+        let inode = h.pos.inode?;
+        if let Err(e) = Self::may_open(&inode, &h.pos.mnt.fs, flags, cx.creds) {
+            return h.still_valid(cx).then_some(Err(e));
+        }
+        let of = Self::open_pos(h.pos, flags).ok()?;
+        // As `Walked::confirm`: the description counts as a user of its mount, so confirm
+        // against umount (with the mount sequence the entry was checked at), then validate.
+        let confirmed = h.pos.mnt.confirm(&cx.vfs.mount_sync, h.ms, false) && h.still_valid(cx);
+        confirmed.then_some(Ok(of))
     }
 
     /// Takes the references an open file holds on what a walk found: the inode the walk
