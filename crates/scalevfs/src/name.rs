@@ -118,7 +118,7 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
         let mut l = [h, h ^ K1, h ^ K2, h.rotate_left(17)];
         while i + 32 < n {
             for (k, lane) in l.iter_mut().enumerate() {
-                let w = load_word(p, i + 8 * k);
+                let w = load8(p, i + 8 * k);
                 zeros |= zero_bytes(w);
                 *lane = mix(*lane, w);
             }
@@ -127,15 +127,21 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
         h = mix(mix(l[0], l[1]), mix(l[2], l[3]));
     }
     while i + 8 < n {
-        let w = load_word(p, i);
+        let w = load8(p, i);
         zeros |= zero_bytes(w);
         h = mix(h, w);
         i += 8;
     }
-    let w = load_word(p, n - 8);
+    let w = load8(p, n - 8);
     zeros |= zero_bytes(w);
     h = mix(h, w);
     (finish(h), zeros != 0)
+}
+
+/// The eight bytes at `i` (the caller knows they are there) as a little-endian word.
+#[inline(always)]
+fn load8(p: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(p[i..i + 8].try_into().expect("eight bytes"))
 }
 
 /// Spreads every bit of `h` over the low bits, which the path cache indexes its sets by:
