@@ -1016,6 +1016,22 @@ impl DHash {
     }
 }
 
+impl Drop for DHash {
+    /// Frees the current bucket array (outgrown ones went at their grow), a grace period
+    /// from now: a lockless reader that reached this table through an epoch-protected
+    /// path may still be reading it.
+    fn drop(&mut self) {
+        let guard = crossbeam_epoch::pin();
+        let t = self
+            .table
+            .swap(crossbeam_epoch::Shared::null(), Acquire, &guard);
+        if !t.is_null() {
+            // SAFETY: unreachable from now on; readers that loaded it hold guards.
+            unsafe { guard.defer_destroy(t) };
+        }
+    }
+}
+
 impl std::fmt::Debug for DHash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "DHash({} buckets)", self.buckets())
@@ -1235,6 +1251,33 @@ mod tests {
         drop(g);
         h.teardown();
         drop(root);
+    }
+
+    /// The table grows at the first load check (one every `GROW_CHECK` inserts on a
+    /// thread) that finds more than `MAX_LOAD` entries per bucket, and not before: 16
+    /// buckets still hold 32 entries at the check after the 32nd insert, and grow fourfold
+    /// at the check after the 48th.
+    #[test]
+    fn the_table_grows_past_its_load_and_not_before() {
+        // A fresh thread: its insert count starts at zero.
+        std::thread::spawn(|| {
+            let h = DHash::new(16);
+            let dir = dir_inode(1);
+            let root = DHash::d_alloc_root(dir.clone());
+            {
+                let mut st = dir.dir().unwrap().lock();
+                for i in 1..=48 {
+                    let name = format!("n{i}");
+                    h.d_alloc(root.ptr(), &scan(name.as_bytes()), None, &mut st);
+                    let want = if i < 48 { 16 } else { 64 };
+                    assert_eq!(h.buckets(), want, "after {i} inserts");
+                }
+            }
+            h.teardown();
+            drop(root);
+        })
+        .join()
+        .unwrap();
     }
 
     /// Keys spread over the buckets (a table whose keys all land in one chain still
