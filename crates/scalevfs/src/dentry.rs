@@ -56,6 +56,11 @@
 //! the memory is freed after an epoch grace period, so lockless readers that still hold
 //! the pointer read valid (stale) memory and are stopped by the sequence counter.
 //!
+//! A name that nobody uses can also be *evicted* to bound the cache ([`DHash::d_evict`],
+//! called by the sweep in `fs`): it is unhashed like a dropped one, but only after one CAS
+//! moved its count from 1 (the hash's) straight to dead, so a lockless reader either took
+//! its reference before (and the eviction fails) or cannot take one after.
+//!
 //! A non-directory that is unlinked is not unhashed: it turns negative in place (its inode
 //! pointer is cleared under the sequence counter), like Linux `d_delete`, so a create of
 //! the same name reuses it. Open files hold the inode, not the dentry, so nothing is lost.
@@ -65,7 +70,8 @@
 //! |---|---|---|
 //! | `ROOT` | root of its file system: `..` leaves through the mount | creation only |
 //! | `MOUNTED` | a mount sits on this dentry | the mount table lock |
-//! | `UNHASHED` | removed from the hash: deleted directory or replaced target | parent lock |
+//! | `UNHASHED` | removed from the hash: deleted directory, replaced target, evicted | parent lock |
+//! | `REFERENCED` | looked up since the last sweep passed it (CLOCK) | set lock-free; cleared under the parent lock |
 //!
 //! # Lock order
 //! ```text
@@ -97,6 +103,10 @@ pub const ROOT: u32 = 1;
 pub const MOUNTED: u32 = 2;
 /// Flag: removed from the hash.
 pub const UNHASHED: u32 = 4;
+/// Flag: looked up since the cache's last sweep passed it (CLOCK's reference bit, like
+/// Linux's `DCACHE_REFERENCED`). Set at creation and by lookups that find it clear;
+/// cleared by the sweep (see `fs`, "Bounded caches").
+pub const REFERENCED: u32 = 8;
 
 /// The fields written on paths other than lookup, on their own cache line.
 #[repr(C, align(64))]
@@ -205,6 +215,22 @@ impl Dentry {
     #[inline]
     pub fn flags(&self) -> u32 {
         self.flags.load(Acquire)
+    }
+
+    /// Marks the dentry used, for the cache's sweep: `flags` is what the caller read. A
+    /// lookup writes only when the bit is clear, so a file system whose dentries are
+    /// never swept (memfs: set at creation, never cleared) pays a branch and no write.
+    #[inline]
+    pub fn touch(&self, flags: u32) {
+        if flags & REFERENCED == 0 {
+            self.flags.fetch_or(REFERENCED, Relaxed);
+        }
+    }
+
+    /// Clears the reference bit; returns whether it was set. The sweep calls it with the
+    /// parent's lock held.
+    pub fn clear_referenced(&self) -> bool {
+        self.flags.fetch_and(!REFERENCED, Relaxed) & REFERENCED != 0
     }
 
     /// The inode, if positive. The reference is valid while `guard` is held.
@@ -541,6 +567,11 @@ impl DHash {
         unsafe { self.table.load(Acquire, guard).deref() }
     }
 
+    /// How many dentries are hashed (a sum of stripes: exact when the table is quiet).
+    pub fn len(&self) -> u64 {
+        self.len.sum().max(0) as u64
+    }
+
     /// How many buckets the table has now.
     pub fn buckets(&self) -> usize {
         self.table(&crossbeam_epoch::pin()).mask + 1
@@ -759,7 +790,7 @@ impl DHash {
         let cookie = dir.alloc_cookie();
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
-            flags: AtomicU32::new(0),
+            flags: AtomicU32::new(REFERENCED),
             hash: AtomicU64::new(key),
             parent: AtomicPtr::new(parent.as_ptr()),
             inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
@@ -865,6 +896,30 @@ impl DHash {
         // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
         // `d` has its allocation's provenance.
         drop(unsafe { DRef::from_raw(d.p) });
+    }
+
+    /// Evicts an unused child: if the hash's is its only reference (no holder, no child
+    /// of its own, no mount on it), it is unhashed and destroyed after a grace period, and
+    /// `true` is returned; otherwise nothing changes. The name still exists in the file
+    /// system: this only forgets it. One CAS decides (1 to dead), so a lockless walk that
+    /// found the dentry either took its reference before (and the eviction fails) or cannot
+    /// take one after; a walk that merely read it sees the sequence counter move and
+    /// retries. The caller holds the parent's lock; `d` came from its children.
+    pub fn d_evict(&self, d: DPtr<'_>, dir: &mut crate::inode::DirState) -> bool {
+        if !d.cold.refs.try_kill_sole() {
+            return false;
+        }
+        d.seq.write_begin();
+        d.flags.fetch_or(UNHASHED, Release);
+        self.unlink(&d);
+        d.seq.write_end();
+        dir.children.remove(&d.cold.cookie.load(Relaxed));
+        if !d.inode.load(Relaxed).is_null() {
+            dir.positive -= 1;
+        }
+        // We won the dead CAS with the hash's count: no one else destroys it.
+        destroy(d.p);
+        true
     }
 
     /// Moves a hashed child to (`new_parent`, `name`). The caller holds both parents'
@@ -1591,6 +1646,61 @@ mod loom_models {
         assert!(
             grow_race(false),
             "the model missed a grow that takes no locks"
+        );
+    }
+
+    /// A sweep evicts `a` (under the directory lock) while a lockless reader finds it,
+    /// takes a reference and validates it (as a walk does before it keeps a dentry: an
+    /// open directory, a working directory, a cached path). Violated if the reader ends up
+    /// holding a validated reference to a dentry that was evicted (unhashed): the name would
+    /// then be known twice once its directory is loaded again. `check_then_drop` is the
+    /// broken twin: the sweep checks that the count is 1, then unhashes and drops the
+    /// hash's reference, so a reference taken in between survives the eviction.
+    fn evict_race(check_then_drop: bool) -> bool {
+        violated(move || {
+            let t = tree();
+            let w = {
+                let (h, dir, root) = (t.h.clone(), t.dir.clone(), t.root.clone());
+                thread::spawn(move || {
+                    let g = crossbeam_epoch::pin();
+                    let mut st = dir.dir().unwrap().lock();
+                    let a = h.lookup_locked(&root, &scan(b"a"), &g).unwrap();
+                    if check_then_drop {
+                        if a.cold.refs.count() == 1 {
+                            h.d_drop(a, &mut st);
+                        }
+                    } else {
+                        h.d_evict(a, &mut st);
+                    }
+                    drop(st);
+                    g.flush();
+                })
+            };
+            let held = {
+                let g = crossbeam_epoch::pin();
+                match t.h.lookup_rcu(&t.root, &scan(b"a"), &g) {
+                    RcuLookup::Found(d, s) => DRef::try_get(d).filter(|_| !d.seq.read_retry(s)),
+                    _ => None,
+                }
+            };
+            w.join().unwrap();
+            let wrong = held.as_ref().is_some_and(|a| a.flags() & UNHASHED != 0);
+            drop(held);
+            leak(t);
+            wrong
+        })
+    }
+
+    #[test]
+    fn eviction_races_a_lockless_hold() {
+        assert!(!evict_race(false));
+    }
+
+    #[test]
+    fn eviction_that_checks_then_drops_fails() {
+        assert!(
+            evict_race(true),
+            "the model missed an eviction that checks the count, then drops"
         );
     }
 

@@ -38,8 +38,40 @@
 //! first, so the answer needs no validation. A failed load is its caller's error; a
 //! panicked one is ended by a guard; either way the directory stays unloaded and the next
 //! caller loads again (loom: `fs::loom_models`; the directory mutex is `sync`'s, so
-//! loom sees it). Loaded directories are never unloaded yet (no eviction: the caches
-//! are unbounded for now).
+//! loom sees it).
+//!
+//! # Bounded caches
+//! A file system that is not complete may cap its dentries ([`CacheOptions::max_dentries`];
+//! hostfs's `max_dentries`/`max_inodes`). Past the cap, a *sweep* evicts names that nobody
+//! uses, CLOCK-style: every dentry has a reference bit (`dentry::REFERENCED`), set at
+//! creation and by any lookup that finds it clear (so a hot name costs no write, and memfs,
+//! never swept, none at all); the sweep clears set bits and evicts names whose bit was
+//! already clear, over the loaded directories, deepest first, until an eighth of the cap is
+//! free (a second lap if the first only cleared bits). There is no global lock on the
+//! lookup path: the sweep takes one directory lock at a time, and a caller that finds a
+//! sweep running goes on without it.
+//! - Only non-directories and negative entries are evicted ([`DHash::d_evict`]: one CAS
+//!   from "only the hash holds it" to dead, so a name held by a walk, an open directory, a
+//!   working directory or a thread's path cache stays). Directories stay cached, with their
+//!   children swept: code that holds a directory's dentry without a reference may rely on
+//!   it staying hashed, as before. So the cap bounds the names in directories, plus the
+//!   directories themselves, plus what threads' path caches hold (2,048 per thread).
+//! - A directory that loses a positive child is marked unloaded again: its next miss
+//!   under the lock loads it, and the load skips the names still cached. The fast walk
+//!   never trusted a chain miss, so it needs no change: it retries, and the locked walk
+//!   loads.
+//! - A directory that is open is not swept, so a listing read in pieces never sees an
+//!   entry twice; nor is one loaded since the last sweep started (`DirState::loaded_at`), so
+//!   a caller that loads two or three directories and then locks them (rename, rmdir) does
+//!   not find the first unloaded by a sweep made for the next. Calls that lock directories
+//!   without [`SuperBlock::lock_dir`] (rename, rmdir) check `unloaded` once they hold the
+//!   locks, and load again if a sweep got there first.
+//! - Sweeps run before a directory is locked through [`SuperBlock::lock_dir`], with no lock
+//!   held; never inside a load.
+//! - An evicted dentry's memory and its inode reference go after a grace period; the file
+//!   system may then drop the object (hostfs trims its inode cache of objects only it
+//!   holds). Loom: `dentry::loom_models::eviction_races_a_lockless_hold`, with the twin
+//!   that checks the count and then drops.
 //!
 //! The trait stays crate-private until the host backend settles its shape: the methods to
 //! come are the namespace changes and data I/O that such a file system must carry out
@@ -55,8 +87,10 @@
 //! admissions.
 //!
 //! # What protects each field
-//! `DirState::unloaded` and `DirState::loading` are read and written only under the
-//! directory lock. The other fields of [`SuperBlock`] are immutable after it is made,
+//! `DirState::unloaded`, `DirState::loading` and `DirState::loaded_at` are read and
+//! written only under the directory lock. `sweeping` (one sweeper at a time), `sweeps` and
+//! `evicted` are atomics; a dentry's reference bit is set lock-free and cleared under its
+//! parent's lock. The other fields of [`SuperBlock`] are immutable after it is made,
 //! or atomic (the negative-entry count and flag), or locks themselves.
 //!
 //! # Reclamation
@@ -65,7 +99,7 @@
 //! goes, it tears its dentry hash down; the dentries wait for an epoch grace period like
 //! any other (see `dentry`).
 
-use crate::dentry::{DHash, DPtr, DRef};
+use crate::dentry::{DHash, DPtr, DRef, Dentry, MOUNTED};
 use crate::errno::{Errno, Result};
 use crate::icache::Waiters;
 use crate::inode::{DirState, Inode};
@@ -75,7 +109,8 @@ use crate::sync::{Mutex, MutexGuard};
 use crate::types::{StatFs, Timespec};
 use std::cell::Cell;
 use std::os::fd::BorrowedFd;
-use std::sync::atomic::Ordering::Relaxed;
+use std::ptr::NonNull;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
@@ -299,6 +334,9 @@ pub(crate) struct CacheOptions {
     pub(crate) hash_buckets: usize,
     /// Cap on cached negative entries; `None`: [`NEGATIVE_FLOOR`] plus one per inode.
     pub(crate) max_negative: Option<u64>,
+    /// Cap on hashed dentries, for a file system that is not complete (see "Bounded
+    /// caches"); `None`: no cap. memfs's dentries are its namespace and are never evicted.
+    pub(crate) max_dentries: Option<u64>,
 }
 
 /// The negative entries a file system may cache whatever its size (see
@@ -337,6 +375,14 @@ pub struct SuperBlock {
     reuses_ino: bool,
     /// Where callers wait for another's load of a directory.
     loads: Waiters,
+    /// [`CacheOptions::max_dentries`] (never set for a complete file system).
+    max_dentries: Option<u64>,
+    /// Set while a sweep runs: one sweeper at a time, and no caller waits for it.
+    sweeping: AtomicBool,
+    /// Dentries evicted by sweeps.
+    evicted: AtomicU64,
+    /// Sweeps started (see `DirState::loaded_at`).
+    sweeps: AtomicU64,
     ops: Box<dyn FileSystem>,
 }
 
@@ -353,6 +399,10 @@ pub struct FsStats {
     pub hash_buckets: u64,
     /// The inode cache's counters, for a file system that keeps one (hostfs).
     pub inode_cache: Option<crate::icache::InodeCacheStats>,
+    /// Hashed dentries (positive and negative; the root is not hashed).
+    pub dentries: u64,
+    /// Dentries evicted to keep the cache within its cap.
+    pub dentry_evictions: u64,
 }
 
 impl SuperBlock {
@@ -375,6 +425,10 @@ impl SuperBlock {
             reuses_ino: ops.reuses_inode_numbers(),
             // A complete file system never loads: one queue, never used.
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
+            max_dentries: opts.max_dentries.filter(|_| !ops.complete()),
+            sweeping: AtomicBool::new(false),
+            evicted: AtomicU64::new(0),
+            sweeps: AtomicU64::new(0),
             ops,
         })
     }
@@ -601,6 +655,10 @@ impl SuperBlock {
         inode: &Inode,
         m: &'i Mutex<DirState>,
     ) -> Result<MutexGuard<'i, DirState>> {
+        // With no lock held yet: the place to make room (memfs has no cap: one branch).
+        if self.max_dentries.is_some() {
+            self.shrink();
+        }
         let st = m.lock();
         // memfs never marks a directory unloaded: the flag alone decides.
         if !st.unloaded {
@@ -618,9 +676,15 @@ impl SuperBlock {
         inode: &Inode,
         m: &'i Mutex<DirState>,
     ) -> Result<MutexGuard<'i, DirState>> {
-        self.load(d, inode)?;
-        // A loaded directory stays loaded for its life.
-        Ok(m.lock())
+        loop {
+            self.load(d, inode)?;
+            let st = m.lock();
+            // A sweep of the cache can unload it again between the load and the lock
+            // ("Bounded caches"): then load again.
+            if !st.unloaded {
+                return Ok(st);
+            }
+        }
     }
 
     /// Fills the unloaded directory `d` from the file system, or waits for the caller
@@ -668,13 +732,154 @@ impl SuperBlock {
         };
         let entries = self.ops.load_dir(inode)?;
         let mut st = m.lock();
+        // A directory unloaded by a sweep keeps the children someone held: those names
+        // are cached already (and, this process owning the tree, still right).
+        let kept = !st.children.is_empty();
+        let guard = crossbeam_epoch::pin();
         for (name, child) in entries {
-            self.dcache.d_alloc(d, &scan(&name), Some(child), &mut st);
+            let c = scan(&name);
+            if kept && self.dcache.lookup_locked(&d, &c, &guard).is_some() {
+                continue;
+            }
+            self.dcache.d_alloc(d, &c, Some(child), &mut st);
         }
+        drop(guard);
         st.unloaded = false;
+        st.loaded_at = self.sweeps.load(Relaxed) as u32;
         drop(st);
         drop(done);
         Ok(())
+    }
+
+    /// Brings the dentry cache back within its cap ([`CacheOptions::max_dentries`]) when
+    /// it is over: a sweep evicts unused dentries until an eighth of the cap is free. Called
+    /// before each directory lock taken through [`SuperBlock::lock_dir`] (every locked
+    /// lookup, create, link, unlink and listing), with no lock held; if a sweep is already
+    /// running, the caller goes on (nobody waits for a sweep). Not called by a load: a
+    /// caller that loads several directories and then locks them all (rename, rmdir) makes
+    /// no sweep in between. See "Bounded caches".
+    #[cold]
+    pub(crate) fn shrink(&self) {
+        let Some(max) = self.max_dentries else {
+            return;
+        };
+        if self.dcache.len() <= max
+            || self
+                .sweeping
+                .compare_exchange(false, true, Acquire, Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        /// Lets the next sweep run however this one ends.
+        struct Sweeping<'a>(&'a AtomicBool);
+        impl Drop for Sweeping<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Release);
+            }
+        }
+        let _s = Sweeping(&self.sweeping);
+        // CLOCK's second lap: a first pass over names all looked up since the last sweep
+        // only clears their bits.
+        let target = max - max / 8;
+        let now = self.sweeps.fetch_add(1, Relaxed) + 1;
+        let _ = self.sweep(target, now) || self.sweep(target, now);
+    }
+
+    /// One CLOCK pass over the loaded directories, deepest first (post-order),
+    /// until the cache is down to `target`: in each directory, a child whose reference bit
+    /// is set gets it cleared and stays; one whose bit is clear and that nobody uses (see
+    /// [`DHash::d_evict`]) goes. A directory that loses a positive child is unloaded again:
+    /// its next miss under the lock loads it. The children of a directory that is open are
+    /// kept, so that a listing in progress never sees an entry twice. An explicit stack, so
+    /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
+    /// stays while its subtree is swept), and no two are locked at once: directory locks are
+    /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
+    /// is passed over (see `DirState::loaded_at`). Returns whether the cache reached
+    /// `target`.
+    fn sweep(&self, target: u64, now: u64) -> bool {
+        let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
+        stack.extend(Self::sweep_frame(self.root()));
+        while let Some((inode, subdirs)) = stack.last_mut() {
+            if let Some(d) = subdirs.pop() {
+                if let Some(f) = Self::sweep_frame(&d) {
+                    stack.push(f);
+                }
+                continue;
+            }
+            let inode = inode.clone();
+            stack.pop();
+            if self.evict_children(&inode, target, now) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A directory to sweep: its inode and its child directories, held.
+    fn sweep_frame(d: &DRef) -> Option<(Arc<Inode>, Vec<DRef>)> {
+        let guard = crossbeam_epoch::pin();
+        let inode = d.inode_arc(&guard)?;
+        let st = inode.dir()?.lock();
+        if st.loading {
+            return None;
+        }
+        let subdirs = st
+            .children
+            .values()
+            .filter_map(|&p| {
+                // SAFETY: a child is alive while it is in `children`, which we read under
+                // the directory lock; the pointer is the hash's own.
+                let c = unsafe { DPtr::new(p) };
+                c.inode(&guard)?.dir()?;
+                DRef::try_get(c)
+            })
+            .collect();
+        drop(st);
+        Some((inode, subdirs))
+    }
+
+    /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]); returns
+    /// whether the cache is down to `target`.
+    fn evict_children(&self, inode: &Inode, target: u64, now: u64) -> bool {
+        let Some(m) = inode.dir() else {
+            return false;
+        };
+        let mut st = m.lock();
+        // Loaded since the last sweep started: left alone this time.
+        if st.loading || inode.is_open() || (now as u32).wrapping_sub(st.loaded_at) <= 1 {
+            return self.dcache.len() <= target;
+        }
+        let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
+        let guard = crossbeam_epoch::pin();
+        let mut positive = false;
+        for p in children {
+            if self.dcache.len() <= target {
+                break;
+            }
+            // SAFETY: as in `sweep_frame`; a child leaves `children` only under this lock,
+            // which we hold.
+            let c = unsafe { DPtr::new(p) };
+            let child = c.inode(&guard);
+            // Directories stay (see "Bounded caches"); their children are swept.
+            if child.is_some_and(Inode::is_dir) || c.flags() & MOUNTED != 0 || c.clear_referenced()
+            {
+                continue;
+            }
+            let was_positive = child.is_some();
+            if self.dcache.d_evict(c, &mut st) {
+                self.evicted.fetch_add(1, Relaxed);
+                if was_positive {
+                    positive = true;
+                } else {
+                    self.negative_gone(1);
+                }
+            }
+        }
+        if positive {
+            st.unloaded = true;
+        }
+        self.dcache.len() <= target
     }
 
     /// Whether `inode` is a directory that is not loaded yet.
@@ -701,6 +906,8 @@ impl SuperBlock {
             negative_entries: self.negatives.sum().max(0) as u64,
             hash_buckets: self.dcache.buckets() as u64,
             inode_cache: self.ops.inode_cache_stats(),
+            dentries: self.dcache.len(),
+            dentry_evictions: self.evicted.load(Relaxed),
         }
     }
 
@@ -866,24 +1073,148 @@ mod tests {
     }
 
     fn tree() -> (Arc<Vfs>, Arc<Probe>) {
-        let probe = Arc::new(Probe::default());
         let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
-        let fs = TreeFs {
-            dirs: HashMap::from([
+        tree_of(
+            HashMap::from([
                 (ROOT, vec![("a", A, dir), ("d", D, dir), ("s", S, dir)]),
                 (S, vec![("l", 12, S_IFLNK | 0o777)]),
                 (A, vec![("b", B, dir), ("x", 10, file)]),
                 (B, vec![("c", 11, file)]),
                 (D, vec![]),
             ]),
-            next: AtomicU64::new(100),
+            None,
+        )
+    }
+
+    fn tree_of(
+        dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
+        max_dentries: Option<u64>,
+    ) -> (Arc<Vfs>, Arc<Probe>) {
+        let probe = Arc::new(Probe::default());
+        let fs = TreeFs {
+            dirs,
+            next: AtomicU64::new(100_000),
             probe: probe.clone(),
         };
         let opts = CacheOptions {
             hash_buckets: 256,
             max_negative: None,
+            max_dentries,
         };
         (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
+    }
+
+    /// `/w0` .. `/w3`, each holding `f0` .. `f63` (files numbered `1000 * (w + 1) + f`)
+    /// and the directory `sub` (numbered `1000 * (w + 1) + 999`, empty).
+    fn wide(max_dentries: Option<u64>) -> (Arc<Vfs>, Arc<Probe>) {
+        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
+        let mut dirs = HashMap::new();
+        let mut top = Vec::new();
+        for w in 0..4u64 {
+            let ino = 100 + w;
+            top.push((&*format!("w{w}").leak(), ino, dir));
+            let mut files: Vec<(&'static str, u64, u32)> = (0..64u64)
+                .map(|f| (&*format!("f{f}").leak(), 1000 * (w + 1) + f, file))
+                .collect();
+            files.push(("sub", 1000 * (w + 1) + 999, dir));
+            dirs.insert(1000 * (w + 1) + 999, vec![]);
+            dirs.insert(ino, files);
+        }
+        dirs.insert(ROOT, top);
+        tree_of(dirs, max_dentries)
+    }
+
+    /// With a cap on dentries, walks over more names than it allows evict unused ones
+    /// (CLOCK: a name looked up since the last sweep stays once more) and load the
+    /// directories again on their next miss; every answer stays right, and the cache stays
+    /// near its cap. Directories are never evicted, only their children.
+    #[test]
+    fn a_capped_cache_evicts_unused_names_and_loads_them_again() {
+        let (vfs, probe) = wide(Some(40));
+        let p = vfs.process(Creds::root());
+        for round in 0..3 {
+            for w in 0..4u64 {
+                for f in 0..64u64 {
+                    let st = p.stat(format!("/w{w}/f{f}")).unwrap();
+                    assert_eq!(st.ino, 1000 * (w + 1) + f, "round {round}");
+                }
+                assert_eq!(p.stat(format!("/w{w}/nope")), Err(Errno::ENOENT));
+                assert_eq!(
+                    p.stat(format!("/w{w}/sub")).unwrap().ino,
+                    1000 * (w + 1) + 999
+                );
+                // This thread's path cache holds the names it cached (up to 2,048 per
+                // thread): let them go, as a thread walking more names than that does.
+                crate::clear_thread_cache();
+            }
+        }
+        let s = vfs.stats().root_fs;
+        // The cap, plus what one load adds before the next sweep (65 names), plus the
+        // directories (never evicted).
+        assert!(s.dentries <= 40 + 66 + 8, "{} dentries", s.dentries);
+        assert!(s.dentry_evictions > 0);
+        // Each directory was loaded again after its names were swept.
+        assert!(loads(&probe, 100) > 1, "{} loads", loads(&probe, 100));
+        // Listings are whole after reloads.
+        let mut want: Vec<String> = (0..64).map(|f| format!("f{f}")).collect();
+        want.push("sub".into());
+        want.sort();
+        assert_eq!(names(&p, "/w2"), want);
+    }
+
+    /// Without a cap nothing is ever evicted, and each directory is loaded once.
+    #[test]
+    fn an_uncapped_cache_evicts_nothing() {
+        let (vfs, probe) = wide(None);
+        let p = vfs.process(Creds::root());
+        for _ in 0..2 {
+            for w in 0..4u64 {
+                for f in 0..64u64 {
+                    p.stat(format!("/w{w}/f{f}")).unwrap();
+                }
+            }
+        }
+        let s = vfs.stats().root_fs;
+        assert_eq!((s.dentry_evictions, loads(&probe, 100)), (0, 1));
+        assert_eq!(s.dentries, 4 + 4 * 65);
+    }
+
+    /// A directory that is open keeps its children, so a listing read in pieces while
+    /// sweeps run returns each entry exactly once; a file that is open stays itself.
+    #[test]
+    fn an_open_directory_keeps_its_children_through_sweeps() {
+        let (vfs, _) = wide(Some(40));
+        let p = vfs.process(Creds::root());
+        let fd = p
+            .open("/w0", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
+            .unwrap();
+        let file = p.open("/w1/f3", crate::OFlags::RDONLY, 0).unwrap();
+        let before = p.fstat(file).unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let part = p.getdents(fd, 5).unwrap();
+            if part.is_empty() {
+                break;
+            }
+            seen.extend(part.into_iter().map(|e| String::from_utf8(e.name).unwrap()));
+            assert!(seen.len() <= 67, "entries seen again: {seen:?}");
+            // Sweeps between the pieces.
+            for w in 0..4u64 {
+                for f in 0..64u64 {
+                    p.stat(format!("/w{w}/f{f}")).unwrap();
+                }
+                crate::clear_thread_cache();
+            }
+        }
+        let n = seen.len();
+        seen.sort();
+        seen.dedup();
+        assert_eq!((seen.len(), n), (67, 67), "each entry once");
+        assert!(vfs.stats().root_fs.dentry_evictions > 0);
+        assert_eq!(p.fstat(file).unwrap().ino, before.ino);
+        assert_eq!(p.stat("/w1/f3").unwrap().ino, before.ino);
+        p.close(fd).unwrap();
+        p.close(file).unwrap();
     }
 
     fn loads(p: &Probe, ino: u64) -> usize {
@@ -1207,6 +1538,7 @@ mod loom_models {
             let opts = CacheOptions {
                 hash_buckets: 1,
                 max_negative: None,
+                max_dentries: None,
             };
             let sb = SuperBlock::new(Box::new(fs), opts);
             let t = {

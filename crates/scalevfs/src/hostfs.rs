@@ -64,11 +64,18 @@
 //! TTL and the directory's mtime/ctime) is still to come (issue 10).
 //!
 //! # Reclamation
-//! Nothing is evicted yet (bounded caches are still to come): every loaded object stays in
-//! the inode cache, and every loaded directory keeps its descriptor, until its last name
-//! goes or the file system is dropped with its last mount. `HostFs::new` raises the soft
-//! limit on open descriptors to the hard one for this reason. An open description's data
-//! descriptor is closed with it.
+//! Without caps ([`HostFsOptions::max_dentries`], [`HostFsOptions::max_inodes`]), every
+//! loaded object stays in the inode cache, and every loaded directory keeps its
+//! descriptor, until its last name goes or the file system is dropped with its last mount.
+//! With them, the engine's sweep (`fs`, "Bounded caches") evicts unused names of files,
+//! symlinks and special files, and negative entries; an object goes from the inode cache
+//! once only the cache holds it (no cached name, no open file, a grace period after its
+//! last name went): `HostFs::trim` runs after each directory load and evicts such
+//! objects until an eighth of the cap is free. Directories stay cached (their children are
+//! swept), and with them their descriptors. So at a load the inode cache holds at most the
+//! cap, plus the directory being loaded, plus the last sweep's objects still in their
+//! grace period, plus the directories. `HostFs::new` raises the soft limit on open
+//! descriptors to the hard one. An open description's data descriptor is closed with it.
 //!
 //! # Lock order, and what protects what
 //! [`HostFs`] has two locks of its own, both leaves: a node's `names` mutex (its known
@@ -106,6 +113,16 @@ pub struct HostFsOptions {
     /// Refuse every change with `EROFS`, as a read-only mount does; the host is then never
     /// written.
     pub read_only: bool,
+    /// Cap on cached dentries (names, positive and negative): past it, unused ones are
+    /// evicted (see "Reclamation"). `None`: the cap on inodes, if any; else no cap.
+    pub max_dentries: Option<u64>,
+    /// Cap on cached objects (the inode cache). An object stays cached while a cached name
+    /// or an open file holds it, so the names are capped too: the dentry cap is at most
+    /// this. `None`: no cap. Zero is refused (`EINVAL`).
+    pub max_inodes: Option<u64>,
+    /// W5's ablation: every inode-cache miss takes one cache-wide lock instead of its
+    /// shard's (see [`crate::icache::InodeCache::set_one_lock`]). For measurement only.
+    pub one_lock: bool,
 }
 
 impl Default for HostFsOptions {
@@ -114,6 +131,9 @@ impl Default for HostFsOptions {
             hash_buckets: 256,
             max_negative: None,
             read_only: false,
+            max_dentries: None,
+            max_inodes: None,
+            one_lock: false,
         }
     }
 }
@@ -176,6 +196,8 @@ pub struct HostFs {
     root: Arc<Inode>,
     root_fd: Arc<OwnedFd>,
     read_only: bool,
+    /// [`HostFsOptions::max_inodes`].
+    max_inodes: Option<usize>,
     /// The server's own ids: what the host gives a new object before `fchownat`.
     euid: u32,
     egid: u32,
@@ -193,6 +215,9 @@ impl HostFs {
     /// `EOVERFLOW` for a root inode number that needs more than 48 bits.
     #[allow(clippy::new_ret_no_self)]
     pub fn new(source: &Path, opts: HostFsOptions) -> Result<Arc<SuperBlock>> {
+        if opts.max_dentries == Some(0) || opts.max_inodes == Some(0) {
+            return Err(Errno::EINVAL);
+        }
         let fd = rfs::open(
             source,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -214,6 +239,7 @@ impl HostFs {
             root: root.clone(),
             root_fd: root_fd.clone(),
             read_only: opts.read_only,
+            max_inodes: opts.max_inodes.map(|n| n.min(usize::MAX as u64) as usize),
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
         };
@@ -225,9 +251,15 @@ impl HostFs {
             fs.nodes
                 .get_or_load(fs.key(st.ino), || Ok::<_, Errno>(node))?,
         );
+        fs.nodes.set_one_lock(opts.one_lock);
+        let max_dentries = match (opts.max_dentries, opts.max_inodes) {
+            (Some(d), Some(i)) => Some(d.min(i)),
+            (d, i) => d.or(i),
+        };
         let cache = CacheOptions {
             hash_buckets: opts.hash_buckets,
             max_negative: opts.max_negative,
+            max_dentries,
         };
         Ok(SuperBlock::new(Box::new(fs), cache))
     }
@@ -336,6 +368,20 @@ impl HostFs {
             node.names.lock().dead = true;
             drop(node);
             self.forget(ino);
+        }
+    }
+
+    /// Keeps the inode cache within [`HostFsOptions::max_inodes`]: past it, objects that
+    /// only the cache holds (no cached name, no open file) go, until an eighth of the cap
+    /// is free. Called after loads, with no lock held.
+    fn trim(&self) {
+        if let Some(cap) = self.max_inodes {
+            if self.nodes.len() > cap {
+                // Only the node holds the engine's inode: no dentry (a destroyed one gives
+                // its count back only after a grace period), no open file, no caller.
+                self.nodes
+                    .shrink(cap - cap / 8, |n| Arc::strong_count(&n.inode) == 1);
+            }
         }
     }
 
@@ -566,6 +612,7 @@ impl FileSystem for HostFs {
             })?;
             out.push((name.to_vec(), node.inode.clone()));
         }
+        self.trim();
         Ok(out)
     }
 

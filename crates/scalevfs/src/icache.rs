@@ -125,6 +125,9 @@ pub struct InodeCacheStats {
     pub shard_locks: u64,
     /// Nodes evicted.
     pub evictions: u64,
+    /// Acquisitions of the one cache-wide lock that the ablation's locked miss path takes
+    /// in place of every shard lock ([`InodeCache::set_one_lock`]); 0 otherwise.
+    pub global_locks: u64,
 }
 
 #[derive(Default)]
@@ -134,6 +137,7 @@ struct Counters {
     waits: AtomicU64,
     shard_locks: AtomicU64,
     evictions: AtomicU64,
+    global_locks: AtomicU64,
 }
 
 /// The cache. See the module docs.
@@ -143,6 +147,12 @@ pub struct InodeCache<V: Send + Sync + 'static> {
     seed: u64,
     counters: Counters,
     len: AtomicUsize,
+    /// The shard a [`InodeCache::shrink`] looks at next (CLOCK's hand, over shards).
+    hand: AtomicUsize,
+    /// The ablation switch (see [`InodeCache::set_one_lock`]).
+    one_lock: std::sync::atomic::AtomicBool,
+    /// The lock every miss takes when `one_lock` is set.
+    global: Mutex<()>,
     /// Protocol breakages the loom models switch on, to show that they catch them.
     #[cfg(loom)]
     broken: Broken,
@@ -235,6 +245,9 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             seed: crate::name::name_key(),
             counters: Counters::default(),
             len: AtomicUsize::new(0),
+            hand: AtomicUsize::new(0),
+            one_lock: std::sync::atomic::AtomicBool::new(false),
+            global: Mutex::new(()),
             #[cfg(loom)]
             broken: Broken::default(),
         }
@@ -268,9 +281,61 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         None
     }
 
-    fn lock_shard<'s>(&self, s: &'s Shard<V>) -> crate::sync::MutexGuard<'s, ()> {
+    fn lock_shard<'s>(&'s self, s: &'s Shard<V>) -> crate::sync::MutexGuard<'s, ()> {
+        if self.one_lock.load(Relaxed) {
+            self.counters.global_locks.fetch_add(1, Relaxed);
+            return self.global.lock();
+        }
         self.counters.shard_locks.fetch_add(1, Relaxed);
         s.lock.lock()
+    }
+
+    /// The ablation switch of W5 (`scalevfs bench`): with `on`, every miss, eviction and
+    /// shrink takes one cache-wide lock instead of its shard's, as the inode cache did
+    /// before seed 000 split it (Linux's global `inode_hash_lock`). Hits stay lock-free.
+    /// For measurement only: set it before the cache is shared (a miss that started under
+    /// one mode and ends under the other would lock two different locks).
+    pub fn set_one_lock(&self, on: bool) {
+        self.one_lock.store(on, Relaxed);
+    }
+
+    /// Evicts nodes that nobody holds and that `unused` lets go, shard by shard from where
+    /// the last call stopped (a CLOCK hand), until at most `target` nodes remain or every
+    /// shard was looked at once; returns how many went. Each shard is swept under its own
+    /// lock, and a node goes by the same one CAS as in [`InodeCache::evict`], so a reader
+    /// never gets an evicted node. `unused` sees only loaded nodes, under the shard lock.
+    pub fn shrink(&self, target: usize, unused: impl Fn(&V) -> bool) -> usize {
+        let mut gone = 0;
+        for _ in 0..self.shards.len() {
+            if self.len() <= target {
+                break;
+            }
+            let i = self.hand.fetch_add(1, Relaxed) & (self.shards.len() - 1);
+            let shard = &self.shards[i];
+            let _l = self.lock_shard(shard);
+            let g = epoch::pin();
+            for chain in shard.chains.iter() {
+                let mut cur = chain.load(Acquire, &g);
+                // SAFETY: under the shard lock every node of the chain is linked and
+                // alive; one we unlink is freed only after a grace period.
+                while let Some(n) = unsafe { cur.as_ref() } {
+                    let next = n.next.load(Acquire, &g);
+                    if n.state.load(Acquire) == LIVE
+                        && n.value.get().is_some_and(&unused)
+                        && n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_ok()
+                    {
+                        Self::unlink(chain, n, &g);
+                        self.len.fetch_sub(1, Relaxed);
+                        self.counters.evictions.fetch_add(1, Relaxed);
+                        // SAFETY: unlinked at count 0, as in `evict`.
+                        unsafe { g.defer_destroy(cur) };
+                        gone += 1;
+                    }
+                    cur = next;
+                }
+            }
+        }
+        gone
     }
 
     /// The cached object for `k`, if it is cached and loaded (waiting for a load in
@@ -490,6 +555,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             waits: c.waits.load(Relaxed),
             shard_locks: c.shard_locks.load(Relaxed),
             evictions: c.evictions.load(Relaxed),
+            global_locks: c.global_locks.load(Relaxed),
         }
     }
 }

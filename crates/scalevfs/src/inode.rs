@@ -95,6 +95,12 @@ pub struct DirState {
     pub unloaded: bool,
     /// A load of this directory is under way (its loader holds no lock; others wait).
     pub loading: bool,
+    /// How many sweeps of the cache had started when it was last loaded: the next sweep
+    /// leaves its children alone, so a caller that loads two directories before it locks
+    /// both does not see the first unloaded by the second's sweep (see `fs`, "Bounded
+    /// caches"). 32 bits (compared with wrapping), so it fits beside the flags and a
+    /// directory's state, and with it every inode, stays as large as before.
+    pub loaded_at: u32,
 }
 
 // SAFETY: the pointers are only dereferenced under an epoch guard or with the directory
@@ -631,6 +637,13 @@ impl Inode {
         self.holds
             .fetch_update(Acquire, Relaxed, |n| (n > 0).then_some(n + 1))
             .is_ok()
+    }
+
+    /// Whether an open description holds the inode (more holds than its links' one; racy:
+    /// the cache's sweep reads it with the directory's lock held, which a listing takes
+    /// after its description's hold).
+    pub(crate) fn is_open(&self) -> bool {
+        self.holds.load(Acquire) > 1
     }
 
     /// Gives a hold back; `true` for the last one: the caller evicts the inode

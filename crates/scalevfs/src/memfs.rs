@@ -110,6 +110,7 @@ impl MemFs {
         let cache = CacheOptions {
             hash_buckets: opts.hash_buckets,
             max_negative: opts.max_negative,
+            max_dentries: None,
         };
         let fs = MemFs {
             id: NEXT_FS.fetch_add(1, Relaxed),

@@ -456,6 +456,17 @@ impl RefCount {
             .is_ok()
     }
 
+    /// Decides destruction if `self` is the only holder (count 1): one CAS from 1 to dead,
+    /// so no [`RefCount::try_get`] can succeed after it, and none that succeeded before is
+    /// overlooked. The caller held that one count and gives it up with success; it must
+    /// then destroy the object (after a grace period). On failure nothing changed.
+    #[inline]
+    pub fn try_kill_sole(&self) -> bool {
+        self.0
+            .compare_exchange(1, Self::DEAD, SeqCst, Relaxed)
+            .is_ok()
+    }
+
     /// The current count (without the dead bit); racy, for diagnostics and busy checks.
     pub fn count(&self) -> u64 {
         self.0.load(SeqCst) & !Self::DEAD
@@ -1079,6 +1090,17 @@ mod tests {
         assert!(r.put());
         assert!(r.is_dead());
         assert!(!r.try_get());
+
+        // Only a sole holder can decide destruction; a second holder stops it.
+        let r = RefCount::new(1);
+        assert!(r.try_get());
+        assert!(!r.try_kill_sole());
+        assert_eq!(r.count(), 2);
+        assert!(!r.put());
+        assert!(r.try_kill_sole());
+        assert!(r.is_dead());
+        assert!(!r.try_get());
+        assert!(!r.try_kill_sole());
     }
 
     #[test]

@@ -448,7 +448,9 @@ fn lookup_fast<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<Pos
         seq,
         inode,
     };
-    if d.flags() & MOUNTED != 0 {
+    let f = d.flags();
+    d.touch(f);
+    if f & MOUNTED != 0 {
         return cross_mounts(ctx, p, false);
     }
     Ok(p)
@@ -475,7 +477,9 @@ fn lookup_locked<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<P
                 inode: d.get().inode_ptr(ctx.guard),
             };
             drop(st);
-            if d.flags() & MOUNTED != 0 {
+            let f = d.flags();
+            d.touch(f);
+            if f & MOUNTED != 0 {
                 return cross_mounts(ctx, p, true);
             }
             Ok(p)

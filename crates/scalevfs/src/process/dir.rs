@@ -348,6 +348,8 @@ impl Process {
             fs.ensure_loaded(d, &victim)?;
             let mut locks = DirLocks::lock(&[dirm, vdir]);
             if locks.get(dirm).dead
+                || locks.get(dirm).unloaded
+                || locks.get(vdir).unloaded
                 || fs.dcache.lookup_locked(&parent.d, c, cx.guard) != Some(d)
                 || !std::ptr::eq(d.inode.load(Acquire), &*victim)
             {

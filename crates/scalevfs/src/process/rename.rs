@@ -140,6 +140,18 @@ impl Process {
             {
                 continue;
             }
+            // A sweep of the cache may have unloaded a directory since it was loaded
+            // (`fs`, "Bounded caches"): load it again, with no lock held.
+            if locks.get(d1m).unloaded
+                || locks.get(d2m).unloaded
+                || victim_dir.is_some_and(|v| locks.get(v).unloaded)
+            {
+                drop(locks);
+                rename_lock = None;
+                fs.ensure_loaded(p1.d, i1)?;
+                fs.ensure_loaded(p2.d, i2)?;
+                continue;
+            }
             if locks.get(d1m).dead || locks.get(d2m).dead {
                 return Err(Errno::ENOENT);
             }

@@ -39,11 +39,21 @@ impl Engine {
         Self::with(Vfs::new_memfs(), None, "engine")
     }
 
-    /// hostfs over the oracle's tmpfs directory, emptied, in check mode.
+    /// hostfs over the oracle's tmpfs directory, emptied, in check mode. With
+    /// `SCALEVFS_TEST_HOST_CACHE=N`, its caches hold at most `N` objects, so that the cases
+    /// run with names swept and directories loaded again all the time.
     #[cfg(not(loom))]
     pub fn on_host() -> Engine {
         let root = super::kernel::empty_root().expect("the oracle ran, so root is available");
-        let fs = scalevfs::HostFs::new(Path::new("/"), scalevfs::HostFsOptions::default())
+        let max_inodes = std::env::var("SCALEVFS_TEST_HOST_CACHE").ok().map(|v| {
+            v.parse()
+                .expect("SCALEVFS_TEST_HOST_CACHE: a number of objects")
+        });
+        let opts = scalevfs::HostFsOptions {
+            max_inodes,
+            ..scalevfs::HostFsOptions::default()
+        };
+        let fs = scalevfs::HostFs::new(Path::new("/"), opts)
             .expect("hostfs over the oracle's directory");
         Self::with(Vfs::new(fs), Some(root), "hostfs")
     }
