@@ -440,6 +440,18 @@ pub fn run(args: Args) -> Result<(), Error> {
                     }
                     figures.extend(row);
                 }
+                // What the systems' caches counted, cumulative from the set-up on (W5).
+                for (sys, c) in &cases {
+                    if let Some(line) = c.counters.as_ref().and_then(|f| f()) {
+                        say(&format!(
+                            "{:<7} {:<16} {:>11}  {:<8}  {line}",
+                            w.id(),
+                            case.variant,
+                            threads,
+                            sys.name()
+                        ));
+                    }
+                }
             }
         }
     }
@@ -586,8 +598,8 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
     }
     if systems.engine.is_some() {
         println!(
-            "scalevfs: memfs at /, one Process per thread (Process::fork); for W5-warm, hostfs \
-             over a fresh directory in {}",
+            "scalevfs: memfs at /, one Process per thread (Process::fork); for W5 and W5-warm, \
+             hostfs over a fresh directory in {} (W5: caches capped at a quarter of its tree)",
             HostDir::parent().display()
         );
     }

@@ -218,6 +218,12 @@ pub trait Target: Clone + Send + Sync + 'static {
         Ok(self.clone())
     }
 
+    /// What this target's caches counted so far, for workloads that report it (W5): `None`
+    /// for a system that keeps no such counters.
+    fn cache_counters(&self) -> Option<String> {
+        None
+    }
+
     /// Whether this system can run `w` (all can run every workload unless they say so).
     fn supports(&self, w: Workload) -> bool {
         let _ = w;

@@ -34,9 +34,17 @@ pub enum Workload {
     W4,
     /// fstree warm on a host tree: every thread loops `stat` over the 1,024 files of a tree
     /// (16 directories of 64), scalevfs serving it from a host tmpfs directory through
-    /// hostfs, the kernel from its own tmpfs directory. (W5 proper, the cold walk with a
-    /// capped inode cache, comes with bounded caches.)
+    /// hostfs, the kernel from its own tmpfs directory.
     W5Warm,
+    /// fstree cold: every thread loops `stat` over the 32,000 files of a host tree (32
+    /// directories of 1,000), scalevfs serving it through hostfs with its caches capped at a
+    /// quarter of the tree, so that names are swept and directories loaded again all the
+    /// time (every object loaded is an inode-cache miss and insert); the kernel stats its
+    /// own tmpfs tree (which never misses), for scale.
+    W5,
+    /// W5 with the ablation switch on: every inode-cache miss takes one cache-wide lock
+    /// instead of its shard's (`HostFsOptions::one_lock`).
+    W5Lock,
     /// orc: loop `open` / `read(64 B)` / `close` over 254 small files in one directory.
     W7,
     /// create_unlink: loop create + unlink of a private name, in one shared directory and in
@@ -76,11 +84,13 @@ impl Unit {
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 11] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
         Workload::W4,
+        Workload::W5,
+        Workload::W5Lock,
         Workload::W5Warm,
         Workload::W7,
         Workload::W8,
@@ -96,6 +106,8 @@ impl Workload {
             Workload::W3 => "W3",
             Workload::W4 => "W4",
             Workload::W5Warm => "W5-warm",
+            Workload::W5 => "W5",
+            Workload::W5Lock => "W5-1lock",
             Workload::W7 => "W7",
             Workload::W8 => "W8",
             Workload::W9 => "W9",
@@ -111,6 +123,8 @@ impl Workload {
             Workload::W3 => "depth sweep",
             Workload::W4 => "fstree",
             Workload::W5Warm => "fstree warm (hostfs)",
+            Workload::W5 => "fstree cold (hostfs, caches at 25%)",
+            Workload::W5Lock => "fstree cold, one-lock miss path (ablation)",
             Workload::W7 => "orc",
             Workload::W8 => "create_unlink",
             Workload::W9 => "rename",
@@ -161,6 +175,8 @@ impl Workload {
             Workload::W3 => depth_sweep(t),
             Workload::W4 => fstree(t, max_threads, sizes),
             Workload::W5Warm => warm_tree(t),
+            Workload::W5 => cold_tree(t, "w5c", max_threads),
+            Workload::W5Lock => cold_tree(t, "w5l", max_threads),
             Workload::W7 => orc(t, max_threads),
             Workload::W8 => create_unlink(t, max_threads),
             Workload::W9 => rename(t, max_threads),
@@ -208,7 +224,12 @@ pub struct Case {
     pub variant: String,
     /// How it runs.
     pub kind: Kind,
+    /// What the target counted so far (cache counters), printed after each run's row.
+    pub counters: Option<Counters>,
 }
+
+/// Reads a target's counters (see [`Target::cache_counters`]).
+pub type Counters = Box<dyn Fn() -> Option<String> + Send + Sync>;
 
 /// How a case runs.
 pub enum Kind {
@@ -233,7 +254,17 @@ impl Case {
         Case {
             variant: variant.into(),
             kind: Kind::Loop(Box::new(make)),
+            counters: None,
         }
+    }
+
+    /// The same case, reporting `counters` after each run.
+    pub fn with_counters(
+        mut self,
+        counters: impl Fn() -> Option<String> + Send + Sync + 'static,
+    ) -> Case {
+        self.counters = Some(Box::new(counters));
+        self
     }
 
     /// A fixed-work case whose thread `i` runs the phases `make(i)`, named `names`.
@@ -248,6 +279,7 @@ impl Case {
                 names,
                 make: Box::new(make),
             },
+            counters: None,
         }
     }
 
@@ -459,6 +491,49 @@ fn warm_tree<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
             }
         })
     })])
+}
+
+/// W5's tree: directories, and files in each.
+pub const W5_COLD_DIRS: usize = 32;
+pub const W5_COLD_FILES: usize = 1000;
+
+/// W5 (and its ablation): every thread loops `stat(<top>/dNN/fNNN)` over the tree in order,
+/// thread `i` starting at the `i`-th of `max_threads` equal parts. On scalevfs the target is
+/// hostfs with its caches capped at a quarter of the tree (see `Target::for_workload`): a
+/// thread that reaches a directory whose names were swept loads it again from the host. The
+/// case reports the inode cache's counters after each run (loads, lock acquisitions).
+fn cold_tree<T: Target>(t: &T, top: &str, max_threads: usize) -> Result<Vec<Case>, Error> {
+    let mut paths = Vec::with_capacity(W5_COLD_DIRS * W5_COLD_FILES);
+    for d in 0..W5_COLD_DIRS {
+        mkdir_all(t, &format!("{top}/d{d:02}"))?;
+        for f in 0..W5_COLD_FILES {
+            let rel = format!("{top}/d{d:02}/f{f:03}");
+            t.create_close(&t.path(&rel), 0o644)
+                .map_err(|e| failed("create", &rel, e))?;
+            paths.push(t.path(&rel));
+        }
+    }
+    let paths = std::sync::Arc::new(paths);
+    let counters = t.clone();
+    let t = t.clone();
+    let part = paths.len() / max_threads.max(1);
+    Ok(vec![Case::new("stat_walk", move |i| {
+        let me = t.fork();
+        let paths = paths.clone();
+        let mut k = i * part;
+        looped(move || {
+            let p = &paths[k % paths.len()];
+            k = k.wrapping_add(1);
+            match me.stat(p) {
+                Ok(m) => {
+                    black_box(m);
+                    Ok(())
+                }
+                Err(e) => Err(failed("stat", p, e)),
+            }
+        })
+    })
+    .with_counters(move || counters.cache_counters())])
 }
 
 /// W2: thread `i` checks `access(w2/d<i>/e/f<i>, R_OK)`, four components below the root.

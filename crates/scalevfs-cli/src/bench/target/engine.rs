@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use scalevfs::{AtFlags, Creds, Fd, HostFs, HostFsOptions, OFlags, Process, Vfs};
 
-use super::super::workloads::Workload;
+use super::super::workloads::{Workload, W5_COLD_DIRS, W5_COLD_FILES};
 
 use super::{Access, Errno, Meta, OpResult, System, Target};
 
@@ -82,8 +82,13 @@ impl Engine {
 
     /// hostfs over a fresh host directory.
     pub fn new_hostfs() -> Result<Engine, String> {
+        Self::hostfs_with(HostFsOptions::default())
+    }
+
+    /// hostfs over a fresh host directory, with `opts`.
+    pub fn hostfs_with(opts: HostFsOptions) -> Result<Engine, String> {
         let dir = HostDir::new()?;
-        let fs = HostFs::new(&dir.path, HostFsOptions::default())
+        let fs = HostFs::new(&dir.path, opts)
             .map_err(|e| format!("hostfs over {}: {e}", dir.path.display()))?;
         Ok(Self::on(Vfs::new(fs), Some(Arc::new(dir))))
     }
@@ -132,8 +137,33 @@ impl Target for Engine {
     fn for_workload(&self, w: Workload) -> Result<Self, String> {
         match w {
             Workload::W5Warm => Engine::new_hostfs(),
+            Workload::W5 | Workload::W5Lock => {
+                let tree = (W5_COLD_DIRS * W5_COLD_FILES) as u64;
+                Engine::hostfs_with(HostFsOptions {
+                    max_inodes: Some(tree / 4),
+                    one_lock: w == Workload::W5Lock,
+                    ..HostFsOptions::default()
+                })
+            }
             _ => Ok(self.clone()),
         }
+    }
+
+    fn cache_counters(&self) -> Option<String> {
+        self._host.as_ref()?;
+        let fs = self._vfs.stats().root_fs;
+        let c = fs.inode_cache?;
+        let per = |n: u64| n as f64 / c.loads.max(1) as f64;
+        Some(format!(
+            "inode cache: {} loads (inserts), {} evictions; per insert {:.2} shard-lock and \
+             {:.2} global-lock acquisitions; {} names swept; {} objects cached now",
+            c.loads,
+            c.evictions,
+            per(c.shard_locks),
+            per(c.global_locks),
+            fs.dentry_evictions,
+            fs.inodes
+        ))
     }
 
     fn path(&self, rel: &str) -> PathBuf {

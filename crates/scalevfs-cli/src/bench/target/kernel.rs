@@ -163,7 +163,10 @@ impl Target for Kernel {
     fn supports(&self, w: Workload) -> bool {
         // W5-warm compares hostfs with the kernel on a host directory: not a FUSE figure.
         self.root.system == System::Kernel
-            || !matches!(w, Workload::W4 | Workload::W5Warm | Workload::W12)
+            || !matches!(
+                w,
+                Workload::W4 | Workload::W5 | Workload::W5Lock | Workload::W5Warm | Workload::W12
+            )
     }
 
     fn fork(&self) -> Self {
