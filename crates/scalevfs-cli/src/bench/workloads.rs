@@ -476,21 +476,29 @@ fn warm_tree<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
     let paths = std::sync::Arc::new(paths);
     let t = t.clone();
     Ok(vec![Case::new("stat_tree", move |i| {
-        let me = t.fork();
-        let paths = paths.clone();
-        let mut k = i * 97;
-        looped(move || {
-            let p = &paths[k % paths.len()];
-            k = k.wrapping_add(1);
-            match me.stat(p) {
-                Ok(m) => {
-                    black_box(m);
-                    Ok(())
-                }
-                Err(e) => Err(failed("stat", p, e)),
-            }
-        })
+        cycle_stat_worker(&t, paths.clone(), i * 97)
     })])
+}
+
+/// Loops `stat` over `paths` in order, from `start`, round and round.
+fn cycle_stat_worker<T: Target>(
+    t: &T,
+    paths: std::sync::Arc<Vec<T::Path>>,
+    start: usize,
+) -> Result<Worker, Error> {
+    let me = t.fork();
+    let mut k = start;
+    looped(move || {
+        let p = &paths[k % paths.len()];
+        k = k.wrapping_add(1);
+        match me.stat(p) {
+            Ok(m) => {
+                black_box(m);
+                Ok(())
+            }
+            Err(e) => Err(failed("stat", p, e)),
+        }
+    })
 }
 
 /// W5's tree: directories, and files in each.
@@ -518,20 +526,7 @@ fn cold_tree<T: Target>(t: &T, top: &str, max_threads: usize) -> Result<Vec<Case
     let t = t.clone();
     let part = paths.len() / max_threads.max(1);
     Ok(vec![Case::new("stat_walk", move |i| {
-        let me = t.fork();
-        let paths = paths.clone();
-        let mut k = i * part;
-        looped(move || {
-            let p = &paths[k % paths.len()];
-            k = k.wrapping_add(1);
-            match me.stat(p) {
-                Ok(m) => {
-                    black_box(m);
-                    Ok(())
-                }
-                Err(e) => Err(failed("stat", p, e)),
-            }
-        })
+        cycle_stat_worker(&t, paths.clone(), i * part)
     })
     .with_counters(move || counters.cache_counters())])
 }
