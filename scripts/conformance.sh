@@ -37,6 +37,7 @@ cleanup() {
     mountpoint -q "$M" && umount -l "$M" || true
     mountpoint -q "$T" && umount -l "$T" || true
     mountpoint -q "$W/host" && umount -l "$W/host" || true
+    mountpoint -q "$W/host2" && umount -l "$W/host2" || true
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -112,4 +113,16 @@ diff -r "$ROOT/crates" "$H/tree" && diff -r "$ROOT/crates" "$H/x/tree" \
     && [ -z "$(cd "$H/repo" && git status --porcelain)" ] \
     || { echo "hostfs: the host directory does not hold what was written"; exit 1; }
 echo "hostfs: the host directory holds what the programs wrote"
+
+# hostfs again with a cache of 64 objects: names are swept and directories loaded again
+# from the host all the time, under the same suites.
+H2="$W/host2"
+mkdir -p "$H2" && mount -t tmpfs tmpfs "$H2" && chmod 777 "$H2"
+serve --backend host --source "$H2" --cache-objects 64
+suite hostfs-cache64
+unserve
+diff -r "$ROOT/crates" "$H2/tree" && diff -r "$ROOT/crates" "$H2/x/tree" \
+    && [ -z "$(cd "$H2/repo" && git status --porcelain)" ] \
+    || { echo "hostfs (64 objects cached): the host directory does not hold what was written"; exit 1; }
+echo "hostfs (64 objects cached): the host directory holds what the programs wrote"
 echo "conformance: OK"

@@ -37,6 +37,10 @@ pub struct Args {
     /// Serve read-only (every change fails with EROFS).
     #[arg(long)]
     read_only: bool,
+    /// --backend host: keep at most N host objects cached; past it, names nobody uses are
+    /// swept and directories loaded again from the host when next needed [default: no cap].
+    #[arg(long, value_name = "N")]
+    cache_objects: Option<u64>,
     /// Seconds the kernel may cache a name lookup (0: every path walk reaches the engine).
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     entry_timeout: f64,
@@ -104,8 +108,10 @@ fn serve(args: &Args) -> Result<(), String> {
     };
     let vfs = match args.backend {
         Backend::Mem => {
-            if args.source.is_some() || args.read_only {
-                return Err("--source and --read-only are for --backend host".into());
+            if args.source.is_some() || args.read_only || args.cache_objects.is_some() {
+                return Err(
+                    "--source, --read-only and --cache-objects are for --backend host".into(),
+                );
             }
             Vfs::new(MemFs::new(MemFsOptions {
                 max_bytes: args.max_bytes,
@@ -131,6 +137,7 @@ fn serve(args: &Args) -> Result<(), String> {
                 .ok_or("--backend host needs --source DIR")?;
             let opts = HostFsOptions {
                 read_only: args.read_only,
+                max_inodes: args.cache_objects,
                 ..HostFsOptions::default()
             };
             Vfs::new(HostFs::new(src, opts).map_err(|e| format!("{}: {e}", src.display()))?)
@@ -184,6 +191,7 @@ fn daemonize(args: &Args) -> Result<(), String> {
         (args.max_inodes, "--max-inodes"),
         (args.max_inodes_per_user, "--max-inodes-per-user"),
         (args.max_open_per_user, "--max-open-per-user"),
+        (args.cache_objects, "--cache-objects"),
     ] {
         if let Some(n) = v {
             cmd.args([flag, &n.to_string()]);

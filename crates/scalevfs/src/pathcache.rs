@@ -466,6 +466,47 @@ mod tests {
         });
     }
 
+    /// A relative path's entry holds a reference on its start directory, so that no other
+    /// directory can take its address (and match the key) while the entry lives; an
+    /// absolute path's entry holds none on the root, which lives as long as the namespace.
+    /// Letting go of the entries gives the reference back.
+    #[test]
+    fn a_relative_entry_holds_its_start_directory() {
+        let vfs = Vfs::new_memfs();
+        let p0 = vfs.process(Creds::root());
+        p0.mkdir("/d", 0o755).unwrap();
+        p0.write_file("/d/f", b"x").unwrap();
+        let fs = &vfs.root_mount().fs;
+        let g = crossbeam_epoch::pin();
+        let RcuLookup::Found(d, _) = fs.dcache.lookup_rcu(&fs.root().ptr(), &scan(b"d"), &g) else {
+            panic!("/d is cached");
+        };
+        let d = crate::dentry::DRef::try_get(d).unwrap();
+        drop(g);
+        let root = fs.root();
+        on_fresh_thread(|| {
+            let p = vfs.process(Creds::root());
+            let dfd = p
+                .open("/d", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
+                .unwrap();
+            // The open cached "/d" (an entry holding /d as its final): start empty.
+            super::clear_thread_cache();
+            let (d0, r0) = (d.cold.refs.count(), root.cold.refs.count());
+            let rel = || assert!(p.fstatat(dfd, "f", crate::AtFlags::empty()).is_ok());
+            assert_eq!(counted(rel).inserts, 1);
+            assert_eq!(d.cold.refs.count(), d0 + 1, "the entry holds its start");
+            assert_eq!(counted(|| assert!(p.stat("/d/f").is_ok())).inserts, 1);
+            assert_eq!(
+                root.cold.refs.count(),
+                r0,
+                "an absolute entry holds no root"
+            );
+            super::clear_thread_cache();
+            assert_eq!(d.cold.refs.count(), d0);
+            p.close(dfd).unwrap();
+        });
+    }
+
     /// Issue 8, defect 8: entries kept a 32-bit dentry count. A file rename bumps only the
     /// renamed dentry's count, so an entry left unused while its dentry passed 2^31 more
     /// write sections matched again and answered for the old name. Counts are 64 bits now.
