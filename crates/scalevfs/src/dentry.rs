@@ -1218,6 +1218,47 @@ mod tests {
         assert!(collect_until(released), "inodes not released");
     }
 
+    /// Eviction (the sweep's `d_evict`, run under Miri in CI): a name only the hash holds
+    /// goes, unhashed, and its memory and inode reference go after a grace period, through
+    /// its allocation's own pointer; a name someone holds stays, and so does everything
+    /// about it; a negative entry goes too.
+    #[test]
+    fn eviction_frees_only_unused_names() {
+        let dir = dir_inode(1);
+        let (a, b) = (dir_inode(2), dir_inode(3));
+        let h = DHash::new(16);
+        let root = DHash::d_alloc_root(dir.clone());
+        let g = crossbeam_epoch::pin();
+        let held = {
+            let mut st = dir.dir().unwrap().lock();
+            h.d_alloc(root.ptr(), &scan(b"a"), Some(a.clone()), &mut st);
+            h.d_alloc(root.ptr(), &scan(b"b"), Some(b.clone()), &mut st);
+            h.d_alloc(root.ptr(), &scan(b"n"), None, &mut st);
+            let held = DRef::try_get(h.lookup_locked(&root, &scan(b"b"), &g).unwrap()).unwrap();
+            for name in [&b"a"[..], b"b", b"n"] {
+                let d = h.lookup_locked(&root, &scan(name), &g).unwrap();
+                assert_eq!(h.d_evict(d, &mut st), name != b"b", "{name:?}");
+            }
+            assert_eq!((st.children.len(), st.positive, h.len()), (1, 1, 1));
+            assert!(h.lookup_locked(&root, &scan(b"a"), &g).is_none());
+            held
+        };
+        assert_eq!(held.flags() & UNHASHED, 0);
+        assert_eq!(held.inode(&g).map(|i| i.ino), Some(3));
+        drop(held);
+        // Unused now: it goes too.
+        {
+            let mut st = dir.dir().unwrap().lock();
+            let d = h.lookup_locked(&root, &scan(b"b"), &g).unwrap();
+            assert!(h.d_evict(d, &mut st));
+            assert!(st.children.is_empty());
+        }
+        drop(g);
+        drop(root);
+        let released = || [&dir, &a, &b].iter().all(|i| Arc::strong_count(i) == 1);
+        assert!(collect_until(released), "inodes not released");
+    }
+
     /// Two threads on one dentry hash (the Miri test of CI): one renames a name back and
     /// forth and re-creates and removes another, the other looks both up without locks,
     /// takes references and validates them.

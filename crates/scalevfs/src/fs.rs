@@ -1129,6 +1129,10 @@ mod tests {
     /// directories again on their next miss; every answer stays right, and the cache stays
     /// near its cap. Directories are never evicted, only their children.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
     fn a_capped_cache_evicts_unused_names_and_loads_them_again() {
         let (vfs, probe) = wide(Some(40));
         let p = vfs.process(Creds::root());
@@ -1164,6 +1168,10 @@ mod tests {
 
     /// Without a cap nothing is ever evicted, and each directory is loaded once.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
     fn an_uncapped_cache_evicts_nothing() {
         let (vfs, probe) = wide(None);
         let p = vfs.process(Creds::root());
@@ -1182,6 +1190,10 @@ mod tests {
     /// A directory that is open keeps its children, so a listing read in pieces while
     /// sweeps run returns each entry exactly once; a file that is open stays itself.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
     fn an_open_directory_keeps_its_children_through_sweeps() {
         let (vfs, _) = wide(Some(40));
         let p = vfs.process(Creds::root());
