@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use scalevfs::{HostFs, HostFsOptions, MemFs, MemFsOptions, Vfs};
+use scalevfs::{HostFs, HostFsOptions, HostPolicy, MemFs, MemFsOptions, Vfs};
 use scalevfs_fuse::{FsOptions, MountOptions};
 
 /// What the mount serves.
@@ -19,8 +19,20 @@ pub enum Backend {
     /// An in-memory file system (memfs), empty at mount, gone at unmount.
     Mem,
     /// A host directory (`--source`), confined beneath it; changes write through to it.
-    /// This process must own the tree while it is mounted (nothing else changes it).
+    /// With `--policy exclusive` (the default) this process must own the tree while it is
+    /// mounted; with `--policy shared`, others may change it too.
     Host,
+}
+
+/// How far `--backend host` trusts what it loaded from the host.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PolicyArg {
+    /// This process owns the tree: what was loaded is cached without limit, never asked
+    /// again (a change made on the host behind the mount is not seen).
+    Exclusive,
+    /// Others may change the tree: what was loaded is trusted for --ttl seconds, then
+    /// checked against the host (a directory's mtime and ctime, an object's attributes).
+    Shared,
 }
 
 /// Options of `scalevfs mount`.
@@ -41,6 +53,14 @@ pub struct Args {
     /// swept and directories loaded again from the host when next needed [default: no cap].
     #[arg(long, value_name = "N")]
     cache_objects: Option<u64>,
+    /// --backend host: whether others may change the host directory while it is mounted.
+    #[arg(long, value_enum, default_value = "exclusive")]
+    policy: PolicyArg,
+    /// --policy shared: seconds a directory's entries and an object's attributes are
+    /// trusted before they are checked against the host again (rounded up to 10 ms; 0: at
+    /// every use).
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    ttl: f64,
     /// Seconds the kernel may cache a name lookup (0: every path walk reaches the engine).
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     entry_timeout: f64,
@@ -108,9 +128,14 @@ fn serve(args: &Args) -> Result<(), String> {
     };
     let vfs = match args.backend {
         Backend::Mem => {
-            if args.source.is_some() || args.read_only || args.cache_objects.is_some() {
+            if args.source.is_some()
+                || args.read_only
+                || args.cache_objects.is_some()
+                || args.policy != PolicyArg::Exclusive
+            {
                 return Err(
-                    "--source, --read-only and --cache-objects are for --backend host".into(),
+                    "--source, --read-only, --cache-objects and --policy are for --backend host"
+                        .into(),
                 );
             }
             Vfs::new(MemFs::new(MemFsOptions {
@@ -135,9 +160,16 @@ fn serve(args: &Args) -> Result<(), String> {
                 .source
                 .as_deref()
                 .ok_or("--backend host needs --source DIR")?;
+            let policy = match args.policy {
+                PolicyArg::Exclusive => HostPolicy::Exclusive,
+                PolicyArg::Shared => HostPolicy::Shared {
+                    ttl: secs(args.ttl, "ttl")?,
+                },
+            };
             let opts = HostFsOptions {
                 read_only: args.read_only,
                 max_inodes: args.cache_objects,
+                policy,
                 ..HostFsOptions::default()
             };
             Vfs::new(HostFs::new(src, opts).map_err(|e| format!("{}: {e}", src.display()))?)
@@ -178,7 +210,12 @@ fn daemonize(args: &Args) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", src.display()))?;
         cmd.arg("--source").arg(src);
     }
+    let policy = match args.policy {
+        PolicyArg::Exclusive => "exclusive",
+        PolicyArg::Shared => "shared",
+    };
     cmd.args(["--backend", backend])
+        .args(["--policy", policy, "--ttl", &args.ttl.to_string()])
         .args(["--entry-timeout", &args.entry_timeout.to_string()])
         .args(["--attr-timeout", &args.attr_timeout.to_string()]);
     if let Some(t) = args.threads {

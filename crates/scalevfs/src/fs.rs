@@ -73,6 +73,37 @@
 //!   holds). Loom: `dentry::loom_models::eviction_races_a_lockless_hold`, with the twin
 //!   that checks the count and then drops.
 //!
+//! # Revalidation
+//! A file system whose storage others may change (hostfs's shared policy) gives a TTL
+//! ([`CacheOptions::ttl`]). Each inode then carries a deadline (`Inode::expired`, 32 bits
+//! of a 10 ms clock since the [`SuperBlock`] was made, in what was padding), set when it is
+//! loaded or revalidated: for a directory it covers its entries and attributes, for any
+//! other object its attributes.
+//! - The fast walk reads each deadline it relies on (the directories it searches, the
+//!   object it ends at) and falls back when one is past; it never calls the file system,
+//!   as Linux's RCU walk returns `-ECHILD` from `d_revalidate`. The clock is read only when
+//!   the file system has a TTL: memfs and the exclusive policy pay a branch per
+//!   component. A walk through such a file system is never kept in a path cache, whose
+//!   entries no deadline covers (`walk::Walked::cacheable`).
+//! - The locked walk revalidates: a directory through [`SuperBlock::load`], which, for a
+//!   loaded directory past its deadline (or marked `DirState::stale`), asks
+//!   [`FileSystem::revalidate_dir`] with the same protocol as a first load (one caller per
+//!   directory sets `loading`, asks with no lock held, and installs the answer under the
+//!   lock: `SuperBlock::reconcile` replaces, forgets and adds names); any other object
+//!   through [`FileSystem::revalidate_attr`], by the name it was found by. A name that now
+//!   names another object marks its directory stale, and the walk runs again: the
+//!   directory's next lock lists it again, whatever its times say, so the retry makes
+//!   progress. [`SuperBlock::lock_dir`] revalidates a directory past its deadline too.
+//! - While a revalidation is under way (`loading` set, the lock dropped), nothing changes
+//!   the directory: `lock_dir` waits for it, and the calls that lock several directories
+//!   themselves (rename, rmdir) check `SuperBlock::settled` once they hold them.
+//! - A directory removed in storage is found so when its name goes (its link count, read
+//!   by the file system in [`FileSystem::forget_name`]): it is then emptied and marked dead
+//!   at its next use, and stats like an rmdir'ed one. A dead directory is never
+//!   revalidated.
+//! - Errors: a revalidation's error is the caller's; `ESTALE` (an object that left the
+//!   file system's cache) is `ENOENT`, as for a removed directory.
+//!
 //! The trait stays crate-private until the host backend settles its shape: the methods to
 //! come are the namespace changes and data I/O that such a file system must carry out
 //! itself.
@@ -87,8 +118,11 @@
 //! admissions.
 //!
 //! # What protects each field
-//! `DirState::unloaded`, `DirState::loading` and `DirState::loaded_at` are read and
-//! written only under the directory lock. `sweeping` (one sweeper at a time), `sweeps` and
+//! `DirState::unloaded`, `DirState::loading`, `DirState::stale` and `DirState::loaded_at`
+//! are read and written only under the directory lock. An inode's deadline is a relaxed
+//! atomic outside every lock: it is advice, read by the fast walk to decide whether to
+//! fall back and written after each load or revalidation; a reader that sees an old value
+//! either revalidates once more or answers from entries that were valid within the TTL. `sweeping` (one sweeper at a time), `sweeps` and
 //! `evicted` are atomics; a dentry's reference bit is set lock-free and cleared under its
 //! parent's lock. The other fields of [`SuperBlock`] are immutable after it is made,
 //! or atomic (the negative-entry count and flag), or locks themselves.
@@ -113,6 +147,9 @@ use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+
+/// What a directory holds, as a file system lists it: each entry's name and inode.
+pub(crate) type Listing = Vec<(Vec<u8>, Arc<Inode>)>;
 
 /// What the engine asks of a file system, beyond the dentry cache it keeps for it.
 ///
@@ -180,9 +217,44 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     /// directory stays unloaded, so the next use asks again.
     ///
     /// Errors: whatever the file system's storage says (`EIO`, `EACCES`, `ENOMEM`, ...).
-    fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+    fn load_dir(&self, dir: &Inode) -> Result<Listing> {
         let _ = dir;
         Err(crate::errno::Errno::EIO)
+    }
+
+    /// For a file system with a TTL policy ([`CacheOptions::ttl`]): whether the loaded
+    /// directory `dir` changed in storage since it was last loaded or revalidated, and if
+    /// so, all it holds now, as [`FileSystem::load_dir`] gives it (`None`: unchanged, and
+    /// the cached entries stay). With `force`, a listing is wanted whatever storage's
+    /// change marks say (a name the engine knew was found gone). The file system refreshes
+    /// `dir`'s attributes, and those of the objects it lists, to what storage says. Called
+    /// like `load_dir`: no lock held, one caller at a time per directory.
+    ///
+    /// Errors: storage's; `ENOENT` for a directory removed behind the engine.
+    fn revalidate_dir(&self, dir: &Inode, force: bool) -> Result<Option<Listing>> {
+        let _ = (dir, force);
+        Ok(None)
+    }
+
+    /// For a file system with a TTL policy: refreshes the attributes of `inode` (not a
+    /// directory), which the caller found as `name` in the loaded directory `dir`, from
+    /// storage. `false`: `name` now names another object, or nothing, so `dir` is stale.
+    /// Called with no lock held.
+    ///
+    /// Errors: storage's.
+    fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
+        let _ = (dir, name, inode);
+        Ok(true)
+    }
+
+    /// The name `name` of `victim` in `dir` went behind the engine's back (a revalidation
+    /// found it gone or naming another object), and the engine forgot it. For a directory,
+    /// the file system refreshes `victim`'s attributes if it can: a link count of zero
+    /// tells the engine it was removed, not moved, so that a caller standing in it finds it
+    /// empty and dead without asking again. Called with `dir`'s lock held; takes no
+    /// directory lock.
+    fn forget_name(&self, dir: &Inode, name: &[u8], victim: &Inode) {
+        let _ = (dir, name, victim);
     }
 
     /// Whether nothing may change (a read-only mount: Linux `MS_RDONLY`). The call layer
@@ -337,7 +409,26 @@ pub(crate) struct CacheOptions {
     /// Cap on hashed dentries, for a file system that is not complete (see "Bounded
     /// caches"); `None`: no cap. memfs's dentries are its namespace and are never evicted.
     pub(crate) max_dentries: Option<u64>,
+    /// How long what was loaded is trusted before it is revalidated (see "Revalidation");
+    /// `None`: forever (the file system owns its storage). Ignored for a complete file
+    /// system.
+    pub(crate) ttl: Option<std::time::Duration>,
 }
+
+/// A load's or revalidation's error as the caller sees it, with a TTL policy: a directory
+/// whose object left the file system (`ESTALE`: its last name went, found by another
+/// revalidation) is gone, as a removed directory is to a caller still standing in it.
+/// (Without a TTL, `ESTALE` tells of a change the file system did not expect.)
+fn gone(e: Errno) -> Errno {
+    if e == Errno::ESTALE {
+        Errno::ENOENT
+    } else {
+        e
+    }
+}
+
+/// The clock of TTL deadlines ticks every 10 ms.
+const TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// The negative entries a file system may cache whatever its size (see
 /// [`crate::MemFsOptions::max_negative`]).
@@ -383,6 +474,12 @@ pub struct SuperBlock {
     evicted: AtomicU64,
     /// Sweeps started (see `DirState::loaded_at`).
     sweeps: AtomicU64,
+    /// [`CacheOptions::ttl`] in ticks (see [`SuperBlock::ticks`]).
+    ttl: Option<u32>,
+    /// When the file system was made: tick 0.
+    born: std::time::Instant,
+    /// Revalidations that asked the file system (see "Revalidation").
+    revalidations: AtomicU64,
     ops: Box<dyn FileSystem>,
 }
 
@@ -403,6 +500,9 @@ pub struct FsStats {
     pub dentries: u64,
     /// Dentries evicted to keep the cache within its cap.
     pub dentry_evictions: u64,
+    /// Revalidations that asked the file system, with a TTL policy (see `fs`,
+    /// "Revalidation"): of a directory's entries, or of an object's attributes.
+    pub revalidations: u64,
 }
 
 impl SuperBlock {
@@ -429,6 +529,13 @@ impl SuperBlock {
             sweeping: AtomicBool::new(false),
             evicted: AtomicU64::new(0),
             sweeps: AtomicU64::new(0),
+            ttl: opts.ttl.filter(|_| !ops.complete()).map(|t| {
+                // Rounded up to a tick, and at most the clock's range.
+                let ticks = t.as_nanos().div_ceil(TICK.as_nanos());
+                ticks.min(u32::MAX as u128) as u32
+            }),
+            born: std::time::Instant::now(),
+            revalidations: AtomicU64::new(0),
             ops,
         })
     }
@@ -644,11 +751,12 @@ impl SuperBlock {
     }
 
     /// Locks the directory `d` (whose inode is `inode`, and `m` its state), first filling
-    /// it from the file system if it was never loaded (see [`SuperBlock::load`]). For a
-    /// complete file system (memfs) this is the lock and one branch.
+    /// it from the file system if it was never loaded (see [`SuperBlock::load`]), or
+    /// revalidating it if its TTL ran out (see "Revalidation"). For a complete file system
+    /// (memfs) this is the lock and two branches.
     ///
     /// Errors: the load's.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn lock_dir<'i>(
         &self,
         d: DPtr<'_>,
@@ -660,8 +768,8 @@ impl SuperBlock {
             self.shrink();
         }
         let st = m.lock();
-        // memfs never marks a directory unloaded: the flag alone decides.
-        if !st.unloaded {
+        // memfs never marks a directory unloaded and has no TTL.
+        if !st.unloaded && (self.ttl.is_none() || !self.due(&st, inode)) {
             return Ok(st);
         }
         drop(st);
@@ -680,38 +788,83 @@ impl SuperBlock {
             self.load(d, inode)?;
             let st = m.lock();
             // A sweep of the cache can unload it again between the load and the lock
-            // ("Bounded caches"): then load again.
-            if !st.unloaded {
+            // ("Bounded caches"), and a revalidation find it stale: then load again. A
+            // deadline already past is not looked at here (a TTL of zero would never let
+            // the caller through).
+            if !st.unloaded && !st.loading && (st.dead || !st.stale) {
                 return Ok(st);
             }
         }
     }
 
-    /// Fills the unloaded directory `d` from the file system, or waits for the caller
-    /// that is doing so (one loader per directory). The loader holds no lock while the
-    /// file system answers; it then installs every entry under the directory lock and
-    /// marks the directory loaded. Nothing can change an unloaded directory meanwhile
-    /// (every change locks it through [`SuperBlock::lock_dir`] or calls this first), so
-    /// the answer is installed as given. A failed (or panicked) load leaves the directory
-    /// unloaded and wakes the waiters; one of them loads again.
+    /// Whether the loaded directory `inode` (whose state `st` the caller holds) must be
+    /// revalidated before it is used, or waited for: only with a TTL. A directory the
+    /// engine removed (`dead`) has nothing to revalidate: it holds nothing and never will,
+    /// and a caller standing in it still stats it, as on Linux. Out of line: memfs never
+    /// calls it, and its callers stay small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn due(&self, st: &DirState, inode: &Inode) -> bool {
+        st.loading || (!st.dead && (st.stale || inode.expired(self.ticks())))
+    }
+
+    /// Now, in ticks of 10 ms since the file system was made, plus one (so that a deadline
+    /// of 0 is always past), saturating: a file system that lives past the clock's range
+    /// (about 497 days) revalidates at every use from then on.
+    pub(crate) fn ticks(&self) -> u32 {
+        let t = self.born.elapsed().as_nanos() / TICK.as_nanos() + 1;
+        t.min(u32::MAX as u128) as u32
+    }
+
+    /// The deadline of what is loaded at tick `start`; `None` without a TTL.
+    fn deadline(&self, start: u32) -> Option<u32> {
+        self.ttl.map(|t| start.saturating_add(t))
+    }
+
+    /// Whether what is cached of `inode` (of this file system) is past its deadline: never
+    /// without a TTL. Read by the fast walk, which falls back when it is.
+    #[inline]
+    pub(crate) fn expired(&self, inode: &Inode) -> bool {
+        self.ttl.is_some() && inode.expired(self.ticks())
+    }
+
+    /// Whether this file system revalidates what it caches (a TTL policy): a walk through
+    /// it must not be kept in a path cache, whose entries no deadline covers.
+    #[inline]
+    pub(crate) fn revalidates(&self) -> bool {
+        self.ttl.is_some()
+    }
+
+    /// Fills the unloaded directory `d` from the file system, or, with a TTL, revalidates
+    /// the loaded directory `d` if it is due; or waits for the caller that is doing so (one
+    /// loader per directory). The loader holds no lock while the file system answers; it
+    /// then installs every entry under the directory lock and marks the directory loaded.
+    /// Nothing can change a directory being loaded meanwhile (every change locks it through
+    /// [`SuperBlock::lock_dir`], or checks [`SuperBlock::settled`] once it holds its locks),
+    /// so the answer is installed as given. A failed (or panicked) load leaves the
+    /// directory as it was and wakes the waiters; one of them loads again.
     ///
     /// Errors: the file system's (see [`FileSystem::load_dir`]).
     #[cold]
     pub(crate) fn load(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
         let m = inode.dir().ok_or(Errno::ENOTDIR)?;
         let key = m as *const Mutex<DirState> as usize >> 6;
-        loop {
+        let (revalidate, force) = loop {
             let mut st = m.lock();
-            if !st.unloaded {
-                return Ok(());
-            }
             if !st.loading {
+                if st.unloaded {
+                    st.loading = true;
+                    break (false, false);
+                }
+                if self.ttl.is_none() || !self.due(&st, inode) {
+                    return Ok(());
+                }
                 st.loading = true;
-                break;
+                break (true, st.stale);
             }
             drop(st);
             self.loads.wait(key, || !m.lock().loading);
-        }
+        };
         /// Ends the load however it ends: clears `loading` and wakes the waiters, also
         /// when the file system panics.
         struct Loading<'a> {
@@ -730,13 +883,51 @@ impl SuperBlock {
             loads: &self.loads,
             key,
         };
-        let entries = self.ops.load_dir(inode)?;
+        let deadline = self.deadline(self.ticks());
+        if revalidate {
+            self.revalidations.fetch_add(1, Relaxed);
+            // A directory found removed (when its name went, see `forget_name`) holds
+            // nothing and never will: nothing to ask.
+            let answer = if inode.nlink() == 0 {
+                Some(Vec::new())
+            } else {
+                self.ops.revalidate_dir(inode, force).map_err(gone)?
+            };
+            let mut gone = Vec::new();
+            let mut st = m.lock();
+            if let Some(entries) = answer {
+                self.reconcile(d, inode, &mut st, entries, deadline, &mut gone);
+            }
+            // Removed behind the engine (its entries are all forgotten now): dead, as an
+            // rmdir'ed directory is, to a caller still standing in it.
+            if inode.nlink() == 0 {
+                st.dead = true;
+            }
+            st.stale = false;
+            inode.set_valid_until(deadline.unwrap_or(0));
+            drop(st);
+            drop(done);
+            // Directories whose names went: stale, so that their next use lists them again
+            // (and fails with `ENOENT` if they were removed, or finds them where they
+            // moved to). Marked with no lock held: directory locks nest only in address order.
+            for dir in gone {
+                self.mark_stale(&dir);
+            }
+            return Ok(());
+        }
+        let entries = self.ops.load_dir(inode).map_err(|e| match self.ttl {
+            Some(_) => gone(e),
+            None => e,
+        })?;
         let mut st = m.lock();
         // A directory unloaded by a sweep keeps the children someone held: those names
         // are cached already (and, this process owning the tree, still right).
         let kept = !st.children.is_empty();
         let guard = crossbeam_epoch::pin();
         for (name, child) in entries {
+            if let Some(t) = deadline {
+                child.set_valid_until(t);
+            }
             let c = scan(&name);
             if kept && self.dcache.lookup_locked(&d, &c, &guard).is_some() {
                 continue;
@@ -745,10 +936,114 @@ impl SuperBlock {
         }
         drop(guard);
         st.unloaded = false;
+        st.stale = false;
         st.loaded_at = self.sweeps.load(Relaxed) as u32;
+        if let Some(t) = deadline {
+            inode.set_valid_until(t);
+        }
         drop(st);
         drop(done);
         Ok(())
+    }
+
+    /// Makes the cached entries of `d` (the directory `inode`, whose state `st` the caller
+    /// holds) what the file system now lists (`entries`), after a revalidation found it
+    /// changed: a name that now names another object, or a negative entry whose name now
+    /// exists, is replaced; a name gone is forgotten (the file system is told, and an open
+    /// file keeps its object); new names are added. A directory whose name went is pushed
+    /// on `gone`, to be marked stale once `st` is released; a name with a mount on it
+    /// stays (Linux would detach the mount).
+    fn reconcile(
+        &self,
+        d: DPtr<'_>,
+        inode: &Inode,
+        st: &mut DirState,
+        entries: Listing,
+        deadline: Option<u32>,
+        gone: &mut Vec<Arc<Inode>>,
+    ) {
+        let guard = crossbeam_epoch::pin();
+        let mut now: std::collections::HashMap<Vec<u8>, Arc<Inode>> = entries.into_iter().collect();
+        let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
+        for p in children {
+            // SAFETY: a child is alive while it is in `children`, which we read under the
+            // directory lock we hold; the pointer is the hash's own.
+            let c = unsafe { DPtr::new(p) };
+            let name = c.get().name.to_vec(&guard);
+            let cur = c.inode_arc(&guard);
+            let new = now.remove(&name);
+            let same = match (&cur, &new) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if same {
+                if let (Some(t), Some(n)) = (deadline, &new) {
+                    n.set_valid_until(t);
+                }
+                continue;
+            }
+            if c.flags() & MOUNTED != 0 {
+                continue;
+            }
+            // No path cache holds a walk through a file system with a TTL (see
+            // `walk::Walked::cacheable`), so no namespace change is announced.
+            self.dcache.d_drop(c, st);
+            match &cur {
+                None => self.negative_gone(1),
+                Some(victim) => {
+                    self.ops.forget_name(inode, &name, victim);
+                    if victim.is_dir() {
+                        gone.push(victim.clone());
+                    }
+                }
+            }
+            if let Some(n) = new {
+                now.insert(name, n);
+            }
+        }
+        for (name, child) in now {
+            if let Some(t) = deadline {
+                child.set_valid_until(t);
+            }
+            self.dcache.d_alloc(d, &scan(&name), Some(child), st);
+        }
+    }
+
+    /// Marks the directory `dir` stale: a name the caller found in it names another object
+    /// now, or nothing (see [`FileSystem::revalidate_attr`]), or its own name went; its next
+    /// lock lists it again.
+    pub(crate) fn mark_stale(&self, dir: &Inode) {
+        if let Some(m) = dir.dir() {
+            m.lock().stale = true;
+        }
+        dir.set_valid_until(0);
+    }
+
+    /// Refreshes the attributes of `inode` (of this file system, not a directory), found as
+    /// `name` in `dir`, whose deadline passed (see [`FileSystem::revalidate_attr`]);
+    /// `false`: `dir` is stale.
+    ///
+    /// Errors: the file system's.
+    #[cold]
+    pub(crate) fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
+        let start = self.ticks();
+        self.revalidations.fetch_add(1, Relaxed);
+        let fresh = self.ops.revalidate_attr(dir, name, inode).map_err(gone)?;
+        if fresh {
+            inode.set_valid_until(self.deadline(start).unwrap_or(0));
+        }
+        Ok(fresh)
+    }
+
+    /// Whether a directory whose lock the caller holds (its state `st`) may be changed
+    /// now: loaded, and not being loaded or revalidated by another caller (who dropped
+    /// the lock while the file system answered). Calls that lock several directories
+    /// without [`SuperBlock::lock_dir`] (rename, rmdir) check each, and load again
+    /// ([`SuperBlock::ensure_loaded`]) if one is not.
+    #[inline]
+    pub(crate) fn settled(st: &DirState) -> bool {
+        !st.unloaded && !st.loading
     }
 
     /// Brings the dentry cache back within its cap ([`CacheOptions::max_dentries`]) when
@@ -882,9 +1177,10 @@ impl SuperBlock {
         self.dcache.len() <= target
     }
 
-    /// Whether `inode` is a directory that is not loaded yet.
+    /// Whether `inode` is a directory that is not loaded yet, or is being loaded or
+    /// revalidated.
     pub(crate) fn needs_load(&self, inode: &Inode) -> bool {
-        !self.complete && inode.dir().is_some_and(|m| m.lock().unloaded)
+        !self.complete && inode.dir().is_some_and(|m| !Self::settled(&m.lock()))
     }
 
     /// Makes sure the directory `d` is loaded (see [`SuperBlock::load`]), for callers
@@ -908,6 +1204,7 @@ impl SuperBlock {
             inode_cache: self.ops.inode_cache_stats(),
             dentries: self.dcache.len(),
             dentry_evictions: self.evicted.load(Relaxed),
+            revalidations: self.revalidations.load(Relaxed),
         }
     }
 
@@ -1035,7 +1332,7 @@ mod tests {
         fn complete(&self) -> bool {
             false
         }
-        fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+        fn load_dir(&self, dir: &Inode) -> Result<Listing> {
             *self.probe.loads.lock().entry(dir.ino).or_default() += 1;
             let fault = self.probe.fault.lock().take_if(|(ino, _)| *ino == dir.ino);
             match fault {
@@ -1100,6 +1397,7 @@ mod tests {
             hash_buckets: 256,
             max_negative: None,
             max_dentries,
+            ttl: None,
         };
         (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
     }
@@ -1551,6 +1849,7 @@ mod loom_models {
                 hash_buckets: 1,
                 max_negative: None,
                 max_dentries: None,
+                ttl: None,
             };
             let sb = SuperBlock::new(Box::new(fs), opts);
             let t = {
@@ -1602,5 +1901,138 @@ mod loom_models {
     fn unclaimed_loads_fail() {
         let (_, most, _) = race(Loader::Unclaimed, false);
         assert_eq!(most, 2);
+    }
+
+    /// A loaded directory under a TTL of zero (every use revalidates) whose storage
+    /// holds `x`, and `y` once `host_y` is set: the revalidation protocol's file system.
+    struct Revalidated {
+        host_y: Arc<crate::sync::AtomicBool>,
+    }
+
+    impl FileSystem for Revalidated {
+        fn root_inode(&self) -> Arc<Inode> {
+            inode(
+                1,
+                S_IFDIR | 0o755,
+                Contents::Dir(Mutex::new(DirState::default())),
+            )
+        }
+        fn new_inode(
+            &self,
+            _: u32,
+            _: u32,
+            _: u32,
+            _: u64,
+            _: Option<&[u8]>,
+            _: Timespec,
+        ) -> Result<Arc<Inode>> {
+            Err(Errno::EROFS)
+        }
+        fn evict(&self, _: &Inode) {}
+        fn transfer_owner(&self, _: &Inode, _: u32) {}
+        fn inodes_of(&self, _: u32) -> u64 {
+            0
+        }
+        fn charge_pages(&self, n: u64, _: bool) -> u64 {
+            n
+        }
+        fn uncharge_pages(&self, _: u64) {}
+        fn usage(&self) -> (u64, u64) {
+            (0, 0)
+        }
+        fn statfs(&self) -> StatFs {
+            StatFs::default()
+        }
+        fn complete(&self) -> bool {
+            false
+        }
+        fn revalidate_dir(&self, _: &Inode, _: bool) -> Result<Option<Listing>> {
+            let mut v = vec![(b"x".to_vec(), inode(2, S_IFREG | 0o644, Contents::Special))];
+            if self.host_y.load(SeqCst) {
+                v.push((b"y".to_vec(), inode(3, S_IFREG | 0o644, Contents::Special)));
+            }
+            Ok(Some(v))
+        }
+    }
+
+    /// A change that locks its directory itself (as rename and rmdir do), makes `y` in
+    /// storage and then in the cache, racing a revalidation of the directory. With
+    /// `check`, it first waits for the directory to be settled (`SuperBlock::settled`,
+    /// loading again when it is not), as the real callers do; without, it is the broken
+    /// twin. Returns whether `y` could end up missing from the cache after both finished:
+    /// a revalidation that listed storage before the change and reconciled after it
+    /// would take `y` out.
+    fn change_races_revalidation(check: bool) -> bool {
+        let lost = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lost2 = lost.clone();
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let host_y = Arc::new(crate::sync::AtomicBool::new(false));
+            let fs = Revalidated {
+                host_y: host_y.clone(),
+            };
+            let opts = CacheOptions {
+                hash_buckets: 1,
+                max_negative: None,
+                max_dentries: None,
+                ttl: Some(std::time::Duration::ZERO),
+            };
+            let sb = SuperBlock::new(Box::new(fs), opts);
+            let t = {
+                let sb = sb.clone();
+                thread::spawn(move || {
+                    let root = sb.root().clone();
+                    let inode = root.ptr().get().inode_arc(&crossbeam_epoch::pin()).unwrap();
+                    sb.load(root.ptr(), &inode).unwrap();
+                })
+            };
+            let root = sb.root().clone();
+            let inode = root.ptr().get().inode_arc(&crossbeam_epoch::pin()).unwrap();
+            let m = inode.dir().unwrap();
+            loop {
+                let mut st = m.lock();
+                if check && !SuperBlock::settled(&st) {
+                    drop(st);
+                    sb.ensure_loaded(root.ptr(), &inode).unwrap();
+                    continue;
+                }
+                host_y.store(true, SeqCst);
+                sb.dcache
+                    .d_alloc(root.ptr(), &scan(b"y"), Some(inode_of_y()), &mut st);
+                break;
+            }
+            t.join().unwrap();
+            let g = crossbeam_epoch::pin();
+            let st = m.lock();
+            if sb
+                .dcache
+                .lookup_locked(&root.ptr(), &scan(b"y"), &g)
+                .is_none()
+            {
+                lost2.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(st);
+            drop(g);
+            std::mem::forget(sb);
+        });
+        lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn inode_of_y() -> Arc<Inode> {
+        inode(3, S_IFREG | 0o644, Contents::Special)
+    }
+
+    /// A change waits out a revalidation in progress: what it made stays cached.
+    #[test]
+    fn a_change_waits_out_a_revalidation() {
+        assert!(!change_races_revalidation(true));
+    }
+
+    /// The model catches a change that does not: the revalidation's older listing takes
+    /// the new name out.
+    #[test]
+    fn a_change_that_ignores_revalidation_fails() {
+        assert!(change_races_revalidation(false));
     }
 }

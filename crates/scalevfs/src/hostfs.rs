@@ -54,15 +54,45 @@
 //! true, and the FUSE frontend checks that a node it finds by number is still the object.
 //!
 //! # Policy and staleness
-//! The *exclusive* policy: this process owns the tree, and nothing else changes it while
-//! it is served. What was loaded is kept without limit and never revalidated; a change
-//! made on the host behind the engine after a directory was loaded is not seen (a name
-//! created there stays missing, a removed one stays visible), and an object whose name
-//! now names another fails with `ESTALE` when the engine opens it (its data, or a
-//! directory to load). Nothing outside the root is reachable either way (`tests/hostfs.rs`
-//! swaps directories on the host while resolving through hostfs). The *shared* policy (a
-//! TTL and the directory's mtime/ctime) is still to come (issue 10).
+//! [`Policy::Exclusive`]: this process owns the tree, and nothing else changes it while it
+//! is served. What was loaded is kept without limit and never revalidated; a change made
+//! on the host behind the engine after a directory was loaded is not seen (a name created
+//! there stays missing, a removed one stays visible), and an object whose name now names
+//! another fails with `ESTALE` when the engine opens it (its data, or a directory to
+//! load). Nothing outside the root is reachable either way (`tests/hostfs.rs` swaps
+//! directories on the host while resolving through hostfs).
 //!
+//! [`Policy::Shared`]: another writer may change the tree. What was loaded is trusted for
+//! the TTL, then revalidated at its next use (`fs`, "Revalidation"):
+//! - A directory's entries: the directory is `fstat`ed through its descriptor; if its host
+//!   mtime and ctime are those of its last listing, the entries stay; else it is listed
+//!   again, and the engine replaces the names that now name other objects, forgets the ones
+//!   gone (an open file keeps its object), and adds the new ones. A change time within
+//!   50 ms of now is not trusted (the host stamps times from a clock that ticks coarsely,
+//!   so two changes in one tick leave one time): such a directory is listed again at its
+//!   next revalidation.
+//! - An object's attributes: `fstatat` of the name it was found by; if the name now names
+//!   another object (or nothing), its directory is listed again. Each listing refreshes
+//!   the attributes of the objects it finds.
+//! - A directory moved on the host becomes a new directory to the engine (an engine
+//!   directory has one dentry, whose children are its own); one removed is found empty
+//!   and dead, like an rmdir'ed one, by a caller standing in it.
+//! - Opening a file whose name was replaced after the walk checked it (`ESTALE` from the
+//!   host) expires what the engine knew, and the open walks again (up to 8 times), as
+//!   Linux retries an NFS lookup.
+//!
+//! What a caller can see: a change made on the host becomes visible at most one TTL after
+//! it is made, plus one use (the use that finds the deadline past asks the host). Within
+//! the TTL, the engine answers from its cache, as the exclusive policy does: names created
+//! on the host may still be missing, removed ones still present, attributes as they were;
+//! each answer was the host's at some moment within the last TTL. The engine's own changes
+//! are seen by its callers at once, as always. Access times are the later of the engine's
+//! and the host's, and a directory's access time is the engine's (the host's moves when
+//! hostfs lists it); change times are the later of the two (the engine stamps its own
+//! changes just after the host call). The lockless walk serves entries and attributes
+//! within their deadlines, and falls back to the locked walk, which asks the host, for
+//! anything past one. A TTL of zero asks the host at every use.
+
 //! # Reclamation
 //! Without caps ([`HostFsOptions::max_dentries`], [`HostFsOptions::max_inodes`]), every
 //! loaded object stays in the inode cache, and every loaded directory keeps its
@@ -90,7 +120,7 @@
 //! the engine made them.
 
 use crate::errno::{host, Errno, Result};
-use crate::fs::{CacheOptions, FileSystem, StoreAttr, SuperBlock};
+use crate::fs::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
 use crate::types::{mode::*, Stat, StatFs, Timespec};
@@ -123,6 +153,26 @@ pub struct HostFsOptions {
     /// W5's ablation: every inode-cache miss takes one cache-wide lock instead of its
     /// shard's (see [`crate::icache::InodeCache::set_one_lock`]). For measurement only.
     pub one_lock: bool,
+    /// Whether another writer may change the host directory while it is served (see the
+    /// module docs, "Policy and staleness").
+    pub policy: Policy,
+}
+
+/// How far hostfs trusts what it loaded from the host (see the module docs, "Policy and
+/// staleness").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// This process owns the tree: what was loaded is kept, and never asked again.
+    #[default]
+    Exclusive,
+    /// Another writer may change the tree: what was loaded is trusted for `ttl` (rounded
+    /// up to 10 ms), then revalidated at its next use, against the directory's mtime and
+    /// ctime for a directory's entries, and by a new `fstatat` for an object's attributes.
+    /// A `ttl` of zero asks the host at every use.
+    Shared {
+        /// How long a directory's entries and an object's attributes are trusted.
+        ttl: std::time::Duration,
+    },
 }
 
 impl Default for HostFsOptions {
@@ -134,6 +184,7 @@ impl Default for HostFsOptions {
             max_dentries: None,
             max_inodes: None,
             one_lock: false,
+            policy: Policy::Exclusive,
         }
     }
 }
@@ -159,6 +210,9 @@ struct Names {
     dead: bool,
     /// The descriptor of a file made without a name (`O_TMPFILE`), until a link names it.
     anon: Option<OwnedFd>,
+    /// A directory's host mtime and ctime when it was last listed (the shared policy): a
+    /// revalidation that finds them unchanged keeps the cached entries.
+    seen: Option<(Timespec, Timespec)>,
 }
 
 impl HostNode {
@@ -201,6 +255,9 @@ pub struct HostFs {
     /// The server's own ids: what the host gives a new object before `fchownat`.
     euid: u32,
     egid: u32,
+    /// [`Policy::Shared`]: listings record the directory's times, and a listing refreshes
+    /// the attributes of the objects it finds cached.
+    shared: bool,
 }
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
@@ -242,6 +299,7 @@ impl HostFs {
             max_inodes: opts.max_inodes.map(|n| n.min(usize::MAX as u64) as usize),
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
+            shared: matches!(opts.policy, Policy::Shared { .. }),
         };
         let node = HostNode {
             dir: OnceLock::from(root_fd),
@@ -260,6 +318,10 @@ impl HostFs {
             hash_buckets: opts.hash_buckets,
             max_negative: opts.max_negative,
             max_dentries,
+            ttl: match opts.policy {
+                Policy::Exclusive => None,
+                Policy::Shared { ttl } => Some(ttl),
+            },
         };
         Ok(SuperBlock::new(Box::new(fs), cache))
     }
@@ -385,6 +447,52 @@ impl HostFs {
         }
     }
 
+    /// What the directory `fd` holds: each entry's name and engine inode, found in the
+    /// inode cache or loaded. With the shared policy, an object found cached gets the
+    /// attributes the host reports now, and one whose type changed under its number is a
+    /// new object (the old node is taken out). Then the cache is trimmed to its cap.
+    fn list(&self, fd: &Arc<OwnedFd>) -> Result<Listing> {
+        let mut list = rfs::Dir::read_from(&**fd).map_err(host)?;
+        let mut out = Vec::new();
+        while let Some(e) = list.read() {
+            let e = e.map_err(host)?;
+            let name = e.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let st = match rfs::statat(&**fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => stat_of(st),
+                // Removed on the host since the listing: not there.
+                Err(rustix::io::Errno::NOENT) => continue,
+                Err(e) => return Err(host(e)),
+            };
+            let ino = self.ino_of(st.dev, st.ino)?;
+            let node = loop {
+                let node = self.adopt(ino, (fd.clone(), name.into()), || {
+                    self.load_node(fd, e.file_name(), &st, ino)
+                })?;
+                if !self.shared {
+                    break node;
+                }
+                // A directory has one name: one found under a second was moved on the host.
+                // It becomes a new directory to the engine (an engine directory has one
+                // dentry, whose cached children are its own), and the old one, gone from
+                // the inode cache, is found gone by whoever still stands in it.
+                let moved = node.inode.is_dir() && node.names.lock().list.len() > 1;
+                if !moved && node.inode.mode() & S_IFMT == st.mode & S_IFMT {
+                    node.inode.refresh(&st);
+                    break node;
+                }
+                node.names.lock().dead = true;
+                drop(node);
+                self.forget(ino);
+            };
+            out.push((name.to_vec(), node.inode.clone()));
+        }
+        self.trim();
+        Ok(out)
+    }
+
     /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
     /// lookups that found it.
     fn forget(&self, ino: u64) {
@@ -468,6 +576,24 @@ fn open_at(dir: &OwnedFd, name: &[u8], flags: OFlags, ino: u64) -> Result<OwnedF
     }
     Ok(fd)
 }
+
+/// A directory's (mtime, ctime), if they may stand for its contents: not when the later of
+/// them is within [`TIME_GRAIN`] of now (or ahead of it), since the host stamps times from
+/// a clock that ticks coarsely, so two changes in one tick leave the same times; a
+/// directory changed that recently is listed again at its next revalidation. (NFS clients
+/// distrust a recent change time the same way.)
+fn settled_times(st: &Stat) -> Option<(Timespec, Timespec)> {
+    let now = Timespec::now();
+    let last = st.mtime.max(st.ctime);
+    let grain_ns = TIME_GRAIN.as_nanos() as i128;
+    let age =
+        (now.sec as i128 - last.sec as i128) * 1_000_000_000 + now.nsec as i128 - last.nsec as i128;
+    (age > grain_ns).then_some((st.mtime, st.ctime))
+}
+
+/// How recent a directory's change time must not be for it to be trusted (see
+/// [`settled_times`]): well past a kernel tick (1 to 10 ms).
+const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn unloaded_dir() -> Contents {
     Contents::Dir(parking_lot::Mutex::new(DirState {
@@ -590,30 +716,65 @@ impl FileSystem for HostFs {
         Some(self.nodes.stats())
     }
 
-    fn load_dir(&self, dir: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+    fn load_dir(&self, dir: &Inode) -> Result<Listing> {
         let fd = self.dir_fd(dir)?;
-        let mut list = rfs::Dir::read_from(&*fd).map_err(host)?;
-        let mut out = Vec::new();
-        while let Some(e) = list.read() {
-            let e = e.map_err(host)?;
-            let name = e.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let st = match rfs::statat(&*fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => stat_of(st),
-                // Removed on the host since the listing: not there.
-                Err(rustix::io::Errno::NOENT) => continue,
-                Err(e) => return Err(host(e)),
-            };
-            let ino = self.ino_of(st.dev, st.ino)?;
-            let node = self.adopt(ino, (fd.clone(), name.into()), || {
-                self.load_node(&fd, e.file_name(), &st, ino)
-            })?;
-            out.push((name.to_vec(), node.inode.clone()));
+        if self.shared {
+            // The times first: a change made while the listing is read shows at the next
+            // revalidation.
+            let st = stat_of(rfs::fstat(&*fd).map_err(host)?);
+            self.node_of(dir)?.names.lock().seen = settled_times(&st);
         }
-        self.trim();
-        Ok(out)
+        self.list(&fd)
+    }
+
+    fn revalidate_dir(&self, dir: &Inode, force: bool) -> Result<Option<Listing>> {
+        let fd = self.dir_fd(dir)?;
+        let st = stat_of(rfs::fstat(&*fd).map_err(host)?);
+        let node = self.node_of(dir)?;
+        if st.mode & S_IFMT != S_IFDIR {
+            return Err(Errno::ESTALE);
+        }
+        dir.refresh(&st);
+        if st.nlink == 0 {
+            // Removed on the host: it holds nothing (and listing it would fail).
+            return Ok(Some(Vec::new()));
+        }
+        let times = settled_times(&st);
+        if std::mem::replace(&mut node.names.lock().seen, times) == times
+            && times.is_some()
+            && !force
+        {
+            return Ok(None);
+        }
+        drop(node);
+        self.list(&fd).map(Some)
+    }
+
+    fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
+        let fd = self.dir_fd(dir)?;
+        let st = match rfs::statat(&*fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => stat_of(st),
+            Err(rustix::io::Errno::NOENT) => return Ok(false),
+            Err(e) => return Err(host(e)),
+        };
+        if self.ino_of(st.dev, st.ino)? != inode.ino || st.mode & S_IFMT != inode.mode() & S_IFMT {
+            return Ok(false);
+        }
+        inode.refresh(&st);
+        Ok(true)
+    }
+
+    fn forget_name(&self, dir: &Inode, name: &[u8], victim: &Inode) {
+        if victim.is_dir() {
+            let own = self.node_of(victim).ok().and_then(|n| n.dir.get().cloned());
+            if let Some(Ok(st)) = own.map(|fd| rfs::fstat(&*fd)) {
+                victim.refresh(&stat_of(st));
+            }
+        }
+        let fd = self.node_of(dir).ok().and_then(|n| n.dir.get().cloned());
+        if let Some(fd) = fd {
+            self.unname(victim, &fd, name);
+        }
     }
 
     fn open_data(&self, inode: &Inode, write: bool) -> Result<OwnedFd> {

@@ -45,10 +45,13 @@ pub const DIRENT_SIZE: u64 = 20;
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 /// An inode's three timestamps: seconds and nanoseconds kept apart, so that no padding
-/// sits between an `i64` and a `u32` (12 bytes an inode).
+/// sits between an `i64` and a `u32` (12 bytes an inode). The fourth `u32` fills what would
+/// be padding: the revalidation deadline of a file system with a TTL policy (see
+/// [`Inode::expired`]).
 struct FileTimes {
     sec: [AtomicI64; 3],
     nsec: [AtomicU32; 3],
+    valid_until: AtomicU32,
 }
 
 /// Which timestamp of [`FileTimes`].
@@ -61,6 +64,7 @@ impl FileTimes {
         FileTimes {
             sec: std::array::from_fn(|_| AtomicI64::new(t.sec)),
             nsec: std::array::from_fn(|_| AtomicU32::new(t.nsec)),
+            valid_until: AtomicU32::new(0),
         }
     }
     #[inline]
@@ -95,6 +99,10 @@ pub struct DirState {
     pub unloaded: bool,
     /// A load of this directory is under way (its loader holds no lock; others wait).
     pub loading: bool,
+    /// The file system found this directory changed behind the engine (a name it knew
+    /// now names another object, or is gone): its next lock reloads it, whatever its
+    /// deadline says (see `fs`, "Revalidation").
+    pub stale: bool,
     /// How many sweeps of the cache had started when it was last loaded: the next sweep
     /// leaves its children alone, so a caller that loads two directories before it locks
     /// both does not see the first unloaded by the second's sweep (see `fs`, "Bounded
@@ -476,6 +484,58 @@ impl Inode {
         i.times.store(ATIME, st.atime);
         i.times.store(MTIME, st.mtime);
         i
+    }
+
+    /// Whether what the engine caches of this object (its attributes; for a directory,
+    /// also its entries) is past its deadline at `now`, in the ticks of its file system's
+    /// clock (`fs::SuperBlock::ticks`). Only a file system with a TTL policy sets deadlines;
+    /// for the others the field is never read. Racy by design: a deadline read just
+    /// before another thread extends it sends the caller to revalidate once more.
+    #[inline]
+    pub(crate) fn expired(&self, now: u32) -> bool {
+        now >= self.times.valid_until.load(Relaxed)
+    }
+
+    /// Sets the deadline of [`Inode::expired`].
+    pub(crate) fn set_valid_until(&self, t: u32) {
+        self.times.valid_until.store(t, Relaxed);
+    }
+
+    /// Replaces the attributes with `st`, as the file system now reports them (a
+    /// revalidation). The type bits, the inode number and the device number stay: the
+    /// caller checked that `st` is still this object. Two times are the engine's as much
+    /// as storage's: the access time (the engine updates it for what it serves from its
+    /// cache, such as a symlink's text, which storage never sees read) and the change time
+    /// (which the engine sets for changes it need not send, such as a `chown` to the same
+    /// owner), so each keeps the later of the two; storage cannot move a change time back.
+    /// A directory keeps the engine's access time: storage's moves when the file system
+    /// lists it to revalidate.
+    pub(crate) fn refresh(&self, st: &Stat) {
+        let _g = self.attr_lock.lock();
+        effect(|| {
+            self.seq.write_begin();
+            let m = self.mode.load(Relaxed);
+            self.mode.store((m & S_IFMT) | (st.mode & 0o7777), Relaxed);
+            self.uid.store(st.uid, Relaxed);
+            self.gid.store(st.gid, Relaxed);
+            self.nlink.store(st.nlink, Relaxed);
+            self.size.store(st.size, Relaxed);
+            self.blocks.store(st.blocks, Relaxed);
+            if !self.is_dir() {
+                self.times
+                    .store(ATIME, st.atime.max(self.times.load(ATIME)));
+            }
+            self.times.store(MTIME, st.mtime);
+            self.times
+                .store(CTIME, st.ctime.max(self.times.load(CTIME)));
+            self.seq.write_end();
+        });
+    }
+
+    /// The link count.
+    #[inline]
+    pub fn nlink(&self) -> u32 {
+        self.nlink.load(Relaxed)
     }
 
     /// The full mode (type and permission bits).

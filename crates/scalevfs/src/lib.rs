@@ -49,7 +49,7 @@ pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
 pub use fs::{FsStats, SuperBlock, NEGATIVE_FLOOR};
 #[cfg(not(loom))]
-pub use hostfs::{HostFs, HostFsOptions};
+pub use hostfs::{HostFs, HostFsOptions, Policy as HostPolicy};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
 pub use process::Process;

@@ -111,6 +111,7 @@ impl MemFs {
             hash_buckets: opts.hash_buckets,
             max_negative: opts.max_negative,
             max_dentries: None,
+            ttl: None,
         };
         let fs = MemFs {
             id: NEXT_FS.fetch_add(1, Relaxed),

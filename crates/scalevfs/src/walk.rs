@@ -9,13 +9,16 @@
 //! validates the child, as Linux `follow_dotdot_rcu` does. Mount crossings are validated
 //! against the mount sequence counter, and the walk's result carries the counters the
 //! caller re-checks after using it (`stat`, `access` and `readlink` finish inside the guard
-//! and take no reference at all; `open` takes its references, then validates).
+//! and take no reference at all; `open` takes its references, then validates). On a file
+//! system with a TTL (`fs`, "Revalidation") it also reads the deadline of each directory it
+//! searches and of the object it ends at, and falls back when one is past (`fresh`).
 //!
 //! # Locked walk
 //! The same code with `locked = true`: every lookup takes the directory's mutex, where the
 //! answer is authoritative, and a miss caches a negative dentry. It is what runs when the
 //! cache cannot answer; for memfs that is only a first lookup of a missing name. Each step
-//! is valid when it is made; nothing is held between steps but the epoch guard.
+//! is valid when it is made; nothing is held between steps but the epoch guard. On a file
+//! system with a TTL, whatever is past its deadline is revalidated before it is used.
 //!
 //! # Falling back
 //! The fast walk never guesses. Whenever a counter moved, a chain lookup missed, or a
@@ -175,6 +178,10 @@ pub(crate) enum Found<'a, 'g> {
 /// A walk's result and the counters to validate it against.
 pub(crate) struct Walked<'a, 'g> {
     pub found: Found<'a, 'g>,
+    /// Whether a path cache may keep this walk: it passed through no file system that
+    /// revalidates what it caches (a TTL policy, see `fs`, "Revalidation"), whose deadlines
+    /// a path-cache entry would not see.
+    pub cacheable: bool,
     locked: bool,
     /// The mount sequence when the walk began (fast mode: even; locked mode: as read).
     mount_seq: u64,
@@ -295,12 +302,14 @@ pub(crate) fn walk<'a, 'g: 'a>(
     } else {
         ctx.vfs.mount_seq().read_begin().ok_or(Fail::Retry)?
     };
-    let r = walk_inner(ctx, start, path, flags, locked, links);
+    let mut volatile = false;
+    let r = walk_inner(ctx, start, path, flags, locked, links, &mut volatile);
     if !locked && ctx.vfs.mount_seq().read_retry(mount_seq) {
         return Err(Fail::Retry);
     }
     Ok(Walked {
         found: r?,
+        cacheable: !volatile,
         locked,
         mount_seq,
     })
@@ -313,6 +322,7 @@ fn walk_inner<'a, 'g: 'a>(
     flags: Flags,
     locked: bool,
     links: &mut u32,
+    volatile: &mut bool,
 ) -> Result<Found<'a, 'g>, Fail> {
     let trailing = path.last() == Some(&b'/');
     let mut pos = if path.first() == Some(&b'/') {
@@ -329,6 +339,10 @@ fn walk_inner<'a, 'g: 'a>(
                 return Ok(if flags.parent {
                     Found::Parent(pos, Last::Root, trailing)
                 } else {
+                    if pos.mnt.fs.revalidates() {
+                        *volatile = true;
+                        fresh(pos, None, locked)?;
+                    }
                     Found::Final(pos)
                 });
             };
@@ -349,6 +363,10 @@ fn walk_inner<'a, 'g: 'a>(
         let dir = pos.inode()?;
         if !dir.is_dir() {
             return Err(validated(pos, locked, Errno::ENOTDIR));
+        }
+        if pos.mnt.fs.revalidates() {
+            *volatile = true;
+            fresh(pos, None, locked)?;
         }
         if let Err(e) = dir.may_search(ctx.creds) {
             return Err(validated(pos, locked, e));
@@ -415,10 +433,45 @@ fn walk_inner<'a, 'g: 'a>(
             if slash && !inode.is_dir() {
                 return Err(validated(child, locked, Errno::ENOTDIR));
             }
+            if child.mnt.fs.revalidates() {
+                *volatile = true;
+                fresh(child, Some((dir, c.bytes)), locked)?;
+            }
             return Ok(Found::Final(child));
         }
         pos = child;
     }
+}
+
+/// With a TTL policy (see `fs`, "Revalidation"): makes sure what is cached of `p`'s
+/// object is within its deadline. The fast walk falls back when it is not (it may not call
+/// the file system, as Linux's RCU walk returns `-ECHILD` from `d_revalidate`); the locked
+/// walk revalidates: a directory is listed again if it changed, any other object's
+/// attributes are read again, by the name it was found by in `parent` (a non-directory is
+/// always found by a name). A name that now names another object (or nothing) marks the
+/// directory stale, and the walk runs again: the directory's next lock lists it again, and
+/// replaces or forgets that name. A file system without a TTL: nothing to do.
+fn fresh(p: Pos<'_>, parent: Option<(&Inode, &[u8])>, locked: bool) -> Result<(), Fail> {
+    let fs = &p.mnt.fs;
+    let Some(inode) = p.inode.map(IPtr::get) else {
+        return Ok(());
+    };
+    if !fs.expired(inode) {
+        return Ok(());
+    }
+    if !locked {
+        return Err(Fail::Retry);
+    }
+    match parent {
+        Some((dir, name)) if !inode.is_dir() => {
+            if !fs.revalidate_attr(dir, name, inode)? {
+                fs.mark_stale(dir);
+                return Err(Fail::Retry);
+            }
+        }
+        _ => fs.load(p.d, inode)?,
+    }
+    Ok(())
 }
 
 /// Turns an error decided at `p` into a result the caller may trust: in fast mode only if

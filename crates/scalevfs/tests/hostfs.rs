@@ -21,7 +21,7 @@
 #![cfg(not(loom))]
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
-use scalevfs::{Creds, Errno, HostFs, HostFsOptions, OFlags as VO, Vfs};
+use scalevfs::{Creds, Errno, HostFs, HostFsOptions, HostPolicy, OFlags as VO, Vfs};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -997,4 +997,280 @@ fn lookups_and_listings_race_sweeps() {
     });
     let st = vfs.stats().root_fs;
     assert!(st.dentry_evictions > 0, "{st:?}");
+}
+
+/// hostfs under the shared policy with a TTL of `ttl_ms`.
+fn serve_shared(root: &Path, ttl_ms: u64) -> Arc<Vfs> {
+    let opts = HostFsOptions {
+        policy: HostPolicy::Shared {
+            ttl: std::time::Duration::from_millis(ttl_ms),
+        },
+        ..HostFsOptions::default()
+    };
+    Vfs::new(HostFs::new(root, opts).expect("hostfs over the tree"))
+}
+
+/// The names of `dir` through the engine, sorted.
+fn engine_names(p: &scalevfs::Process, dir: &str) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = p
+        .read_dir(dir)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    v.sort();
+    v
+}
+
+/// The names of `dir` on the host, sorted.
+fn host_names(dir: &Path) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every object through the engine reads as the host has it (lstat but `st_dev` and
+/// atime, the names of each directory). The change time may be the engine's, which keeps
+/// the later of its own and the host's (see `Inode::refresh`): its own changes stamp it
+/// just after the host call did.
+fn same_as_host(p: &scalevfs::Process, root: &Path) {
+    let tree = p.walk_tree("/").unwrap();
+    let dev = tree[0].1.dev;
+    let mut ours: Vec<PathBuf> = tree.iter().map(|(p, _)| p.clone()).collect();
+    let mut host = walkdir(root, Path::new("/"));
+    ours.sort();
+    host.sort();
+    assert_eq!(ours, host);
+    for (path, st) in &tree {
+        let mut want = host_lstat(root, path, dev);
+        want.blksize = st.blksize;
+        want.atime = st.atime;
+        assert!(st.ctime >= want.ctime, "ctime of {}", path.display());
+        if st.ctime.sec - want.ctime.sec <= 1 {
+            want.ctime = st.ctime;
+        }
+        assert_eq!(*st, want, "lstat of {}", path.display());
+    }
+}
+
+/// The shared policy with a TTL of zero asks the host at every use, so every change made
+/// on the host behind the engine shows at once: a new name (cached before as missing), a
+/// removed one, a name replaced by another object, a rename, a chmod, a file's new size, a
+/// directory removed with the names cached in it, and one moved elsewhere. The exclusive
+/// policy, over the same changes, keeps what it loaded. Then the engine's own changes
+/// still reach the host.
+#[test]
+fn the_shared_policy_sees_changes_made_behind_it() {
+    let s = Scratch::new("shared");
+    let r = |x: &str| s.0.join(x);
+    for d in [
+        "d", "gone", "gone/sub", "mv", "d/s1", "d/s1/m", "d/s2", "cw",
+    ] {
+        std::fs::create_dir(r(d)).unwrap();
+    }
+    for f in ["x", "d/y", "gone/sub/f", "mv/f", "grow", "d/s1/m/f"] {
+        std::fs::write(r(f), b"1").unwrap();
+    }
+    let shared = serve_shared(&s.0, 0);
+    let exclusive = serve_rw(&s.0);
+    let (p, q) = (
+        shared.process(Creds::root()),
+        exclusive.process(Creds::root()),
+    );
+    for p in [&p, &q] {
+        same_as_host(p, &s.0);
+        assert_eq!(p.lstat("/n").err(), Some(Errno::ENOENT));
+    }
+    let old_x = p.lstat("/x").unwrap().ino;
+    let p2 = shared.process(Creds::root());
+    p2.chdir("/cw").unwrap();
+    // Behind the engine.
+    std::fs::write(r("n"), b"new").unwrap();
+    std::fs::remove_file(r("x")).unwrap();
+    std::fs::write(r("x2"), b"another").unwrap();
+    std::fs::rename(r("x2"), r("x")).unwrap();
+    std::fs::rename(r("d/y"), r("d/z")).unwrap();
+    std::fs::set_permissions(
+        r("d/z"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(r("grow"), vec![9u8; 5000]).unwrap();
+    std::fs::remove_dir_all(r("gone")).unwrap();
+    std::fs::rename(r("mv"), r("d/moved")).unwrap();
+    std::fs::rename(r("d/s1/m"), r("d/s2/m")).unwrap();
+    std::fs::remove_dir(r("cw")).unwrap();
+    // Shared: all of it, at once. A directory moved is found at its new place first,
+    // while its old parent still lists it.
+    assert_eq!(p.read_file("/d/s2/m/f").unwrap(), b"1");
+    assert_eq!(p.lstat("/d/s1/m").err(), Some(Errno::ENOENT));
+    assert_eq!(p.read_file("/d/s2/m/f").unwrap(), b"1");
+    // A directory removed under a caller standing in it: as on Linux, it stats with no
+    // link, and nothing can be made in it.
+    assert_eq!(p2.stat(".").unwrap().nlink, 0);
+    assert_eq!(p2.mkdir("x", 0o755).err(), Some(Errno::ENOENT));
+    assert_eq!(p2.lstat("x").err(), Some(Errno::ENOENT));
+    drop(p2);
+    assert_eq!(p.read_file("/n").unwrap(), b"new");
+    assert_ne!(p.lstat("/x").unwrap().ino, old_x);
+    assert_eq!(p.read_file("/x").unwrap(), b"another");
+    assert_eq!(p.lstat("/d/y").err(), Some(Errno::ENOENT));
+    assert_eq!(p.lstat("/d/z").unwrap().mode & 0o7777, 0o600);
+    assert_eq!(p.lstat("/grow").unwrap().size, 5000);
+    assert_eq!(p.read_file("/grow").unwrap(), vec![9u8; 5000]);
+    assert_eq!(p.lstat("/gone/sub/f").err(), Some(Errno::ENOENT));
+    assert_eq!(p.lstat("/gone").err(), Some(Errno::ENOENT));
+    assert_eq!(p.lstat("/mv").err(), Some(Errno::ENOENT));
+    assert_eq!(p.read_file("/d/moved/f").unwrap(), b"1");
+    assert_eq!(engine_names(&p, "/"), host_names(&s.0));
+    assert_eq!(engine_names(&p, "/d"), host_names(&r("d")));
+    same_as_host(&p, &s.0);
+    assert!(shared.stats().root_fs.revalidations > 0);
+    // Exclusive: what it loaded.
+    assert_eq!(q.lstat("/n").err(), Some(Errno::ENOENT));
+    assert_eq!(q.lstat("/d/y").unwrap().mode & 0o7777, 0o644);
+    assert_eq!(q.lstat("/grow").unwrap().size, 1);
+    assert!(q.lstat("/gone/sub/f").is_ok());
+    assert_eq!(exclusive.stats().root_fs.revalidations, 0);
+    drop(q);
+    drop(exclusive);
+    // The engine's own changes still reach the host, and read back.
+    p.write_file("/d/made", b"made").unwrap();
+    p.rename("/d/z", "/d/z2").unwrap();
+    p.mkdir("/d/moved/sub", 0o755).unwrap();
+    assert_eq!(std::fs::read(r("d/made")).unwrap(), b"made");
+    assert!(r("d/z2").exists() && r("d/moved/sub").is_dir());
+    same_as_host(&p, &s.0);
+}
+
+/// Within its TTL, the shared policy answers from the cache and never asks the host: a
+/// name created on the host behind it stays missing, and a stat costs no revalidation.
+/// (The TTL is an hour, so nothing here depends on timing.) Then, past a short TTL, the
+/// change is seen.
+#[test]
+fn the_shared_policy_trusts_the_cache_within_its_ttl() {
+    let s = Scratch::new("ttl");
+    std::fs::write(s.0.join("f"), b"1").unwrap();
+    let vfs = serve_shared(&s.0, 3_600_000);
+    let p = vfs.process(Creds::root());
+    assert_eq!(p.lstat("/n").err(), Some(Errno::ENOENT));
+    assert!(p.lstat("/f").is_ok());
+    let before = vfs.stats().root_fs.revalidations;
+    std::fs::write(s.0.join("n"), b"new").unwrap();
+    for _ in 0..100 {
+        assert_eq!(p.lstat("/n").err(), Some(Errno::ENOENT));
+        assert!(p.lstat("/f").is_ok());
+    }
+    assert_eq!(vfs.stats().root_fs.revalidations, before);
+    // A TTL of 20 ms: past it, the new name shows, and a name replaced by another object
+    // names the new one, also for a path this thread looked up many times (a path cache
+    // that kept it would answer past its deadline).
+    let vfs = serve_shared(&s.0, 20);
+    let p = vfs.process(Creds::root());
+    let old = p.lstat("/n").unwrap().ino;
+    for _ in 0..10 {
+        assert_eq!(p.lstat("/n").unwrap().ino, old);
+    }
+    std::fs::write(s.0.join("n2"), b"new").unwrap();
+    std::fs::write(s.0.join("tmp"), b"replaced").unwrap();
+    std::fs::rename(s.0.join("tmp"), s.0.join("n")).unwrap();
+    let now = rfs::lstat(s.0.join("n")).unwrap().st_ino;
+    std::thread::sleep(std::time::Duration::from_millis(40));
+    assert_eq!(p.lstat("/n").unwrap().ino, now);
+    assert_eq!(p.read_file("/n").unwrap(), b"replaced");
+    assert!(p.lstat("/n2").is_ok());
+}
+
+/// The shared policy while the host changes the tree all the time (a TTL of zero, so
+/// every use revalidates): files replaced, renamed back and forth, and directories
+/// removed and made again, by a host thread; lookups, reads and listings through the
+/// engine on three others. Every answer is one the host could have given at some moment:
+/// `ENOENT` is the only error, a listing holds only names the host made, and a file's
+/// data is one of the contents it ever had. No panic, no hang (a watchdog ends the test).
+/// Once the host is quiet, the engine reads as the host has it.
+#[test]
+fn the_shared_policy_races_changes_on_the_host() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let s = Scratch::new("shared-race");
+    let root = s.0.clone();
+    for d in 0..3 {
+        std::fs::create_dir(root.join(format!("d{d}"))).unwrap();
+        std::fs::write(root.join(format!("d{d}/a")), b"A").unwrap();
+    }
+    let vfs = serve_shared(&root, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let secs = std::env::var("SCALEVFS_RACE_SECS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(2.0);
+    let host = {
+        let (root, stop) = (root.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(Relaxed) {
+                let d = root.join(format!("d{}", i % 3));
+                let _ = std::fs::write(d.join("tmp"), if i % 2 == 0 { "B" } else { "CC" });
+                let _ = std::fs::rename(d.join("tmp"), d.join("a"));
+                let _ = std::fs::rename(d.join("a"), d.join("b"));
+                let _ = std::fs::rename(d.join("b"), d.join("a"));
+                if i % 7 == 0 {
+                    let _ = std::fs::remove_dir_all(&d);
+                    let _ = std::fs::create_dir(&d);
+                    let _ = std::fs::write(d.join("tmp"), b"A");
+                    let _ = std::fs::rename(d.join("tmp"), d.join("a"));
+                }
+                i += 1;
+            }
+        })
+    };
+    let names: [&[u8]; 3] = [b"a", b"b", b"tmp"];
+    let readers: Vec<_> = (0..3)
+        .map(|t| {
+            let (vfs, stop) = (vfs.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let p = vfs.process(Creds::root());
+                let mut i = 0u64;
+                while !stop.load(Relaxed) {
+                    let d = format!("/d{}", (i + t) % 3);
+                    match p.read_file(format!("{d}/a")) {
+                        Ok(data) => {
+                            assert!([&b"A"[..], b"B", b"CC"].contains(&&data[..]), "{data:?}")
+                        }
+                        Err(e) => assert_eq!(e, Errno::ENOENT),
+                    }
+                    match p.lstat(format!("{d}/b")) {
+                        Ok(st) => assert_eq!(st.mode & 0o170000, 0o100000),
+                        Err(e) => assert_eq!(e, Errno::ENOENT),
+                    }
+                    match p.read_dir(&d) {
+                        Ok(list) => {
+                            for e in list {
+                                assert!(names.contains(&&e.name[..]), "{:?}", e.name);
+                            }
+                        }
+                        Err(e) => assert_eq!(e, Errno::ENOENT),
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed().as_secs_f64() < secs {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    stop.store(true, Relaxed);
+    // The watchdog: every thread ends within 30 s of the stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for h in readers.into_iter().chain([host]) {
+        while !h.is_finished() {
+            assert!(std::time::Instant::now() < deadline, "a thread hangs");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        h.join().unwrap();
+    }
+    same_as_host(&vfs.process(Creds::root()), &root);
 }

@@ -88,7 +88,7 @@ impl Process {
             let p = w.pos();
             let r = f(p.inode()?, &p.mnt.fs)?;
             w.validate(cx)?;
-            if !locked {
+            if !locked && w.cacheable {
                 whole.record(cx, path, p);
             }
             Ok(r)

@@ -348,8 +348,7 @@ impl Process {
             fs.ensure_loaded(d, &victim)?;
             let mut locks = DirLocks::lock(&[dirm, vdir]);
             if locks.get(dirm).dead
-                || locks.get(dirm).unloaded
-                || locks.get(vdir).unloaded
+                || !locks.settled()
                 || fs.dcache.lookup_locked(&parent.d, c, cx.guard) != Some(d)
                 || !std::ptr::eq(d.inode.load(Acquire), &*victim)
             {

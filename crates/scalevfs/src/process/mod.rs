@@ -232,6 +232,18 @@ impl<'a> DirLocks<'a> {
         locks
     }
 
+    /// Whether every held directory is loaded and no other caller is loading or
+    /// revalidating one (see `SuperBlock::settled`). A sweep of the cache may have
+    /// unloaded one since the caller loaded it (`fs`, "Bounded caches"), and a
+    /// revalidation drops the lock while the file system answers (`fs`, "Revalidation"): a
+    /// caller that finds them unsettled drops the locks and loads again
+    /// (`SuperBlock::ensure_loaded`) before it changes anything.
+    fn settled(&self) -> bool {
+        self.held[..self.n]
+            .iter()
+            .all(|h| h.as_ref().is_some_and(|(_, st)| SuperBlock::settled(st)))
+    }
+
     fn idx(&self, m: &Mutex<DirState>) -> usize {
         self.held[..self.n]
             .iter()
@@ -721,8 +733,8 @@ impl Process {
                 links,
             )?;
             let hold = w.hold(cx)?;
-            if let (false, Some((dir, _)), Some(key), Some(gen), Some(ms)) =
-                (locked, split, key, gen, ms)
+            if let (false, true, Some((dir, _)), Some(key), Some(gen), Some(ms)) =
+                (locked, w.cacheable, split, key, gen, ms)
             {
                 let p = w.pos();
                 if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// How many times an open is tried again when its object was replaced behind the engine
+/// (see `open_description`).
+const STALE_RETRIES: u32 = 8;
+
 impl Process {
     /// `open(2)`.
     pub fn open(&self, path: impl AsRef<Path>, flags: OFlags, mode: u32) -> Result<Fd> {
@@ -56,15 +60,29 @@ impl Process {
         if flags.contains(OFlags::PATH) {
             flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
         }
-        self.at(dirfd, path, |cx, start| {
-            if flags.contains(OFlags::TMPFILE) {
-                self.open_tmpfile(cx, start, path, flags, mode)
-            } else if flags.contains(OFlags::CREAT) {
-                self.open_creat(cx, start, path, flags, mode)
-            } else {
-                self.open_existing(cx, start, path, flags)
+        let mut tries = 0;
+        loop {
+            let r = self.at(dirfd, path, |cx, start| {
+                if flags.contains(OFlags::TMPFILE) {
+                    self.open_tmpfile(cx, start, path, flags, mode)
+                } else if flags.contains(OFlags::CREAT) {
+                    self.open_creat(cx, start, path, flags, mode)
+                } else {
+                    self.open_existing(cx, start, path, flags)
+                }
+            });
+            // A file system that revalidates (hostfs, shared policy) found the name naming
+            // another object when it opened the data: the name was replaced behind the
+            // engine after the walk checked it. `finish_open` expired what the engine knew
+            // of it, so the next walk asks again, as Linux retries an NFS lookup on
+            // `ESTALE` (`retry_estale`); a create is not tried again.
+            match r {
+                Err(Errno::ESTALE) if !flags.contains(OFlags::CREAT) && tries < STALE_RETRIES => {
+                    tries += 1
+                }
+                r => return r,
             }
-        })
+        }
     }
 
     /// Opens an existing object: the fast walk, then references, then validation.
@@ -104,7 +122,7 @@ impl Process {
             let of = Self::open_pos(p, flags)?;
             // The open file counts as a user of its mount: confirm against umount.
             w.confirm(cx)?;
-            if !locked {
+            if !locked && w.cacheable {
                 whole.record(cx, path, p);
             }
             Ok(of)
@@ -226,7 +244,12 @@ impl Process {
             return Ok(());
         }
         if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
-            of.stored_fd()?;
+            if let Err(e) = of.stored_fd() {
+                if e == Errno::ESTALE && of.mnt.fs.revalidates() {
+                    of.inode.set_valid_until(0);
+                }
+                return Err(e);
+            }
         }
         if of.flags.contains(OFlags::TRUNC) && of.inode.mode() & S_IFMT == S_IFREG {
             // `O_RDONLY | O_TRUNC` truncates too, but not through a read-only descriptor.
@@ -364,7 +387,12 @@ impl Process {
         inode.add_links(-1, None);
         let of = OpenFile::with_hold(p.mnt, None, inode, flags);
         if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
-            of.stored_fd()?;
+            if let Err(e) = of.stored_fd() {
+                if e == Errno::ESTALE && of.mnt.fs.revalidates() {
+                    of.inode.set_valid_until(0);
+                }
+                return Err(e);
+            }
         }
         Ok(of)
     }

@@ -140,12 +140,9 @@ impl Process {
             {
                 continue;
             }
-            // A sweep of the cache may have unloaded a directory since it was loaded
-            // (`fs`, "Bounded caches"): load it again, with no lock held.
-            if locks.get(d1m).unloaded
-                || locks.get(d2m).unloaded
-                || victim_dir.is_some_and(|v| locks.get(v).unloaded)
-            {
+            // Load again, with no lock held, what a sweep unloaded or another caller is
+            // loading (see `DirLocks::settled`).
+            if !locks.settled() {
                 drop(locks);
                 rename_lock = None;
                 fs.ensure_loaded(p1.d, i1)?;

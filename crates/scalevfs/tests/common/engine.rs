@@ -41,7 +41,9 @@ impl Engine {
 
     /// hostfs over the oracle's tmpfs directory, emptied, in check mode. With
     /// `SCALEVFS_TEST_HOST_CACHE=N`, its caches hold at most `N` objects, so that the cases
-    /// run with names swept and directories loaded again all the time.
+    /// run with names swept and directories loaded again all the time. With
+    /// `SCALEVFS_TEST_HOST_TTL_MS=T`, it runs under the shared policy with a TTL of `T` ms
+    /// (0: every use revalidates against the host).
     #[cfg(not(loom))]
     pub fn on_host() -> Engine {
         let root = super::kernel::empty_root().expect("the oracle ran, so root is available");
@@ -49,8 +51,17 @@ impl Engine {
             v.parse()
                 .expect("SCALEVFS_TEST_HOST_CACHE: a number of objects")
         });
+        let policy = match std::env::var("SCALEVFS_TEST_HOST_TTL_MS") {
+            Ok(v) => scalevfs::HostPolicy::Shared {
+                ttl: std::time::Duration::from_millis(
+                    v.parse().expect("SCALEVFS_TEST_HOST_TTL_MS: milliseconds"),
+                ),
+            },
+            Err(_) => scalevfs::HostPolicy::Exclusive,
+        };
         let opts = scalevfs::HostFsOptions {
             max_inodes,
+            policy,
             ..scalevfs::HostFsOptions::default()
         };
         let fs = scalevfs::HostFs::new(Path::new("/"), opts)
