@@ -963,7 +963,10 @@ impl SuperBlock {
         gone: &mut Vec<Arc<Inode>>,
     ) {
         let guard = crossbeam_epoch::pin();
-        let mut now: std::collections::HashMap<Vec<u8>, Arc<Inode>> = entries.into_iter().collect();
+        // Ordered, so that new names get their cookies in a deterministic order (and loom
+        // sees the same schedule for the same choices).
+        let mut now: std::collections::BTreeMap<Vec<u8>, Arc<Inode>> =
+            entries.into_iter().collect();
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
         for p in children {
             // SAFETY: a child is alive while it is in `children`, which we read under the
