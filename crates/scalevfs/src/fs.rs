@@ -427,6 +427,24 @@ fn gone(e: Errno) -> Errno {
     }
 }
 
+/// The monotonic clock in nanoseconds: `CLOCK_MONOTONIC_COARSE` (a read of the vDSO's
+/// page, a few nanoseconds; it moves once per kernel tick, 1 to 10 ms, finer than a TTL's
+/// 10 ms ticks), or `Instant` where the system calls are not real (Miri).
+fn clock_ns() -> u64 {
+    #[cfg(not(miri))]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+    #[cfg(miri)]
+    {
+        static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        BASE.get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+}
+
 /// The clock of TTL deadlines ticks every 10 ms.
 const TICK: std::time::Duration = std::time::Duration::from_millis(10);
 
@@ -476,8 +494,8 @@ pub struct SuperBlock {
     sweeps: AtomicU64,
     /// [`CacheOptions::ttl`] in ticks (see [`SuperBlock::ticks`]).
     ttl: Option<u32>,
-    /// When the file system was made: tick 0.
-    born: std::time::Instant,
+    /// When the file system was made, on the monotonic clock ([`clock_ns`]): tick 0.
+    born: u64,
     /// Revalidations that asked the file system (see "Revalidation").
     revalidations: AtomicU64,
     ops: Box<dyn FileSystem>,
@@ -534,7 +552,7 @@ impl SuperBlock {
                 let ticks = t.as_nanos().div_ceil(TICK.as_nanos());
                 ticks.min(u32::MAX as u128) as u32
             }),
-            born: std::time::Instant::now(),
+            born: clock_ns(),
             revalidations: AtomicU64::new(0),
             ops,
         })
@@ -812,8 +830,8 @@ impl SuperBlock {
     /// of 0 is always past), saturating: a file system that lives past the clock's range
     /// (about 497 days) revalidates at every use from then on.
     pub(crate) fn ticks(&self) -> u32 {
-        let t = self.born.elapsed().as_nanos() / TICK.as_nanos() + 1;
-        t.min(u32::MAX as u128) as u32
+        let t = clock_ns().saturating_sub(self.born) / TICK.as_nanos() as u64 + 1;
+        t.min(u32::MAX as u64) as u32
     }
 
     /// The deadline of what is loaded at tick `start`; `None` without a TTL.
@@ -822,10 +840,11 @@ impl SuperBlock {
     }
 
     /// Whether what is cached of `inode` (of this file system) is past its deadline: never
-    /// without a TTL. Read by the fast walk, which falls back when it is.
+    /// without a TTL. Read by the walk, which falls back (or revalidates) when it is. `now`
+    /// is the walk's reading of the clock, taken at its first use (one reading per walk).
     #[inline]
-    pub(crate) fn expired(&self, inode: &Inode) -> bool {
-        self.ttl.is_some() && inode.expired(self.ticks())
+    pub(crate) fn expired(&self, inode: &Inode, now: &mut Option<u32>) -> bool {
+        self.ttl.is_some() && inode.expired(*now.get_or_insert_with(|| self.ticks()))
     }
 
     /// Whether this file system revalidates what it caches (a TTL policy): a walk through

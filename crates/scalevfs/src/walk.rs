@@ -325,6 +325,8 @@ fn walk_inner<'a, 'g: 'a>(
     volatile: &mut bool,
 ) -> Result<Found<'a, 'g>, Fail> {
     let trailing = path.last() == Some(&b'/');
+    // The clock, read once for the whole walk where a deadline is first checked.
+    let mut now = None;
     let mut pos = if path.first() == Some(&b'/') {
         Pos::at(ctx.root_mnt, ctx.root, locked, ctx.guard)?
     } else {
@@ -341,7 +343,7 @@ fn walk_inner<'a, 'g: 'a>(
                 } else {
                     if pos.mnt.fs.revalidates() {
                         *volatile = true;
-                        fresh(pos, None, locked)?;
+                        fresh(pos, None, locked, &mut now)?;
                     }
                     Found::Final(pos)
                 });
@@ -366,7 +368,7 @@ fn walk_inner<'a, 'g: 'a>(
         }
         if pos.mnt.fs.revalidates() {
             *volatile = true;
-            fresh(pos, None, locked)?;
+            fresh(pos, None, locked, &mut now)?;
         }
         if let Err(e) = dir.may_search(ctx.creds) {
             return Err(validated(pos, locked, e));
@@ -435,7 +437,7 @@ fn walk_inner<'a, 'g: 'a>(
             }
             if child.mnt.fs.revalidates() {
                 *volatile = true;
-                fresh(child, Some((dir, c.bytes)), locked)?;
+                fresh(child, Some((dir, c.bytes)), locked, &mut now)?;
             }
             return Ok(Found::Final(child));
         }
@@ -451,12 +453,17 @@ fn walk_inner<'a, 'g: 'a>(
 /// always found by a name). A name that now names another object (or nothing) marks the
 /// directory stale, and the walk runs again: the directory's next lock lists it again, and
 /// replaces or forgets that name. A file system without a TTL: nothing to do.
-fn fresh(p: Pos<'_>, parent: Option<(&Inode, &[u8])>, locked: bool) -> Result<(), Fail> {
+fn fresh(
+    p: Pos<'_>,
+    parent: Option<(&Inode, &[u8])>,
+    locked: bool,
+    now: &mut Option<u32>,
+) -> Result<(), Fail> {
     let fs = &p.mnt.fs;
     let Some(inode) = p.inode.map(IPtr::get) else {
         return Ok(());
     };
-    if !fs.expired(inode) {
+    if !fs.expired(inode, now) {
         return Ok(());
     }
     if !locked {

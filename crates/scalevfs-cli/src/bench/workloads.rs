@@ -36,6 +36,10 @@ pub enum Workload {
     /// (16 directories of 64), scalevfs serving it from a host tmpfs directory through
     /// hostfs, the kernel from its own tmpfs directory.
     W5Warm,
+    /// W5-warm with hostfs under the shared policy (a TTL of one second): the same loop,
+    /// served by the lockless walk within each deadline and revalidated against the host
+    /// once a second.
+    W5Shared,
     /// fstree cold: every thread loops `stat` over the 32,000 files of a host tree (32
     /// directories of 1,000), scalevfs serving it through hostfs with its caches capped at a
     /// quarter of the tree, so that names are swept and directories loaded again all the
@@ -84,7 +88,7 @@ impl Unit {
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 12] = [
         Workload::W1,
         Workload::W2,
         Workload::W3,
@@ -92,6 +96,7 @@ impl Workload {
         Workload::W5,
         Workload::W5Lock,
         Workload::W5Warm,
+        Workload::W5Shared,
         Workload::W7,
         Workload::W8,
         Workload::W9,
@@ -106,6 +111,7 @@ impl Workload {
             Workload::W3 => "W3",
             Workload::W4 => "W4",
             Workload::W5Warm => "W5-warm",
+            Workload::W5Shared => "W5-shared",
             Workload::W5 => "W5",
             Workload::W5Lock => "W5-1lock",
             Workload::W7 => "W7",
@@ -123,6 +129,7 @@ impl Workload {
             Workload::W3 => "depth sweep",
             Workload::W4 => "fstree",
             Workload::W5Warm => "fstree warm (hostfs)",
+            Workload::W5Shared => "fstree warm (hostfs, shared policy, 1 s TTL)",
             Workload::W5 => "fstree cold (hostfs, caches at 25%)",
             Workload::W5Lock => "fstree cold, one-lock miss path (ablation)",
             Workload::W7 => "orc",
@@ -174,7 +181,8 @@ impl Workload {
             Workload::W2 => access_distinct(t, max_threads),
             Workload::W3 => depth_sweep(t),
             Workload::W4 => fstree(t, max_threads, sizes),
-            Workload::W5Warm => warm_tree(t),
+            Workload::W5Warm => warm_tree(t, "w5"),
+            Workload::W5Shared => warm_tree(t, "w5s"),
             Workload::W5 => cold_tree(t, "w5c", max_threads),
             Workload::W5Lock => cold_tree(t, "w5l", max_threads),
             Workload::W7 => orc(t, max_threads),
@@ -463,12 +471,12 @@ const W5_FILES: usize = 64;
 /// starting at its own place. On scalevfs the target is hostfs (see `Target::for_workload`):
 /// the tree is made through it, so it is on the host, and every name is in the engine's
 /// cache: this is the warm case.
-fn warm_tree<T: Target>(t: &T) -> Result<Vec<Case>, Error> {
+fn warm_tree<T: Target>(t: &T, top: &str) -> Result<Vec<Case>, Error> {
     let mut paths = Vec::with_capacity(W5_DIRS * W5_FILES);
     for d in 0..W5_DIRS {
-        mkdir_all(t, &format!("w5/d{d:02}"))?;
+        mkdir_all(t, &format!("{top}/d{d:02}"))?;
         for f in 0..W5_FILES {
-            let rel = format!("w5/d{d:02}/f{f:02}");
+            let rel = format!("{top}/d{d:02}/f{f:02}");
             create_file(t, &rel)?;
             paths.push(t.path(&rel));
         }

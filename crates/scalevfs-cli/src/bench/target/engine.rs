@@ -137,6 +137,12 @@ impl Target for Engine {
     fn for_workload(&self, w: Workload) -> Result<Self, String> {
         match w {
             Workload::W5Warm => Engine::new_hostfs(),
+            Workload::W5Shared => Engine::hostfs_with(HostFsOptions {
+                policy: scalevfs::HostPolicy::Shared {
+                    ttl: std::time::Duration::from_secs(1),
+                },
+                ..HostFsOptions::default()
+            }),
             Workload::W5 | Workload::W5Lock => {
                 let tree = (W5_COLD_DIRS * W5_COLD_FILES) as u64;
                 Engine::hostfs_with(HostFsOptions {

@@ -165,7 +165,12 @@ impl Target for Kernel {
         self.root.system == System::Kernel
             || !matches!(
                 w,
-                Workload::W4 | Workload::W5 | Workload::W5Lock | Workload::W5Warm | Workload::W12
+                Workload::W4
+                    | Workload::W5
+                    | Workload::W5Lock
+                    | Workload::W5Warm
+                    | Workload::W5Shared
+                    | Workload::W12
             )
     }
 
