@@ -38,6 +38,7 @@ cleanup() {
     mountpoint -q "$T" && umount -l "$T" || true
     mountpoint -q "$W/host" && umount -l "$W/host" || true
     mountpoint -q "$W/host2" && umount -l "$W/host2" || true
+    mountpoint -q "$W/host3" && umount -l "$W/host3" || true
     rm -rf "$W"
 }
 trap cleanup EXIT
@@ -125,4 +126,17 @@ diff -r "$ROOT/crates" "$H2/tree" && diff -r "$ROOT/crates" "$H2/x/tree" \
     && [ -z "$(cd "$H2/repo" && git status --porcelain)" ] \
     || { echo "hostfs (64 objects cached): the host directory does not hold what was written"; exit 1; }
 echo "hostfs (64 objects cached): the host directory holds what the programs wrote"
+
+# hostfs under the shared policy with a TTL of zero: every use revalidates against the host
+# (directories listed again when their times moved, attributes read again), under the same
+# suites.
+H3="$W/host3"
+mkdir -p "$H3" && mount -t tmpfs tmpfs "$H3" && chmod 777 "$H3"
+serve --backend host --source "$H3" --policy shared --ttl 0
+suite hostfs-shared
+unserve
+diff -r "$ROOT/crates" "$H3/tree" && diff -r "$ROOT/crates" "$H3/x/tree" \
+    && [ -z "$(cd "$H3/repo" && git status --porcelain)" ] \
+    || { echo "hostfs (shared policy): the host directory does not hold what was written"; exit 1; }
+echo "hostfs (shared policy): the host directory holds what the programs wrote"
 echo "conformance: OK"

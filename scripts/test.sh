@@ -33,6 +33,9 @@ SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_CACHE=3 PROPTEST_CASES="${PROPTEST
 echo "== the same under the shared policy with a TTL of zero (every use revalidated)"
 SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_TTL_MS=0 PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
     cargo test --release -p scalevfs --test semantics --test plans
+echo "== the same with a cache of three objects too (swept directories reconciled when loaded)"
+SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_TTL_MS=0 SCALEVFS_TEST_HOST_CACHE=3 \
+    PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release -p scalevfs --test semantics --test plans
 echo "== loom models"
 # crossbeam_loom puts crossbeam-epoch on loom too (see crates/scalevfs/Cargo.toml).
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR="$target/loom" \

@@ -940,8 +940,39 @@ impl SuperBlock {
         })?;
         let mut st = m.lock();
         // A directory unloaded by a sweep keeps the children someone held: those names
-        // are cached already (and, this process owning the tree, still right).
+        // are cached already (and, this process owning the tree, still right). With a TTL
+        // they may be stale: the listing is reconciled with them, as a revalidation's is.
         let kept = !st.children.is_empty();
+        let mut gone = Vec::new();
+        if kept && self.ttl.is_some() {
+            self.reconcile(d, inode, &mut st, entries, deadline, &mut gone);
+        } else {
+            self.install(d, &mut st, entries, kept, deadline);
+        }
+        st.unloaded = false;
+        st.stale = false;
+        st.loaded_at = self.sweeps.load(Relaxed) as u32;
+        if let Some(t) = deadline {
+            inode.set_valid_until(t);
+        }
+        drop(st);
+        drop(done);
+        for dir in gone {
+            self.mark_stale(&dir);
+        }
+        Ok(())
+    }
+
+    /// Installs a first load's `entries` in `d` (whose state `st` the caller holds),
+    /// skipping the names still cached if `kept` (see [`SuperBlock::load`]).
+    fn install(
+        &self,
+        d: DPtr<'_>,
+        st: &mut DirState,
+        entries: Listing,
+        kept: bool,
+        deadline: Option<u32>,
+    ) {
         let guard = crossbeam_epoch::pin();
         for (name, child) in entries {
             if let Some(t) = deadline {
@@ -951,18 +982,8 @@ impl SuperBlock {
             if kept && self.dcache.lookup_locked(&d, &c, &guard).is_some() {
                 continue;
             }
-            self.dcache.d_alloc(d, &c, Some(child), &mut st);
+            self.dcache.d_alloc(d, &c, Some(child), st);
         }
-        drop(guard);
-        st.unloaded = false;
-        st.stale = false;
-        st.loaded_at = self.sweeps.load(Relaxed) as u32;
-        if let Some(t) = deadline {
-            inode.set_valid_until(t);
-        }
-        drop(st);
-        drop(done);
-        Ok(())
     }
 
     /// Makes the cached entries of `d` (the directory `inode`, whose state `st` the caller

@@ -1274,3 +1274,72 @@ fn the_shared_policy_races_changes_on_the_host() {
     }
     same_as_host(&vfs.process(Creds::root()), &root);
 }
+
+/// The shared policy with a cache capped at 10 objects: names are swept and directories
+/// unloaded all the time, and a directory loaded again reconciles the names it kept with
+/// what the host now holds (a kept name replaced or removed on the host is not trusted).
+#[test]
+fn the_shared_policy_with_a_tiny_cache() {
+    let s = Scratch::new("shared-capped");
+    let r = |x: &str| s.0.join(x);
+    for d in 0..3 {
+        std::fs::create_dir(r(&format!("d{d}"))).unwrap();
+        for f in 0..20 {
+            std::fs::write(r(&format!("d{d}/f{f}")), b"1").unwrap();
+        }
+    }
+    let opts = HostFsOptions {
+        max_inodes: Some(10),
+        policy: HostPolicy::Shared {
+            ttl: std::time::Duration::ZERO,
+        },
+        ..HostFsOptions::default()
+    };
+    let vfs = Vfs::new(HostFs::new(&s.0, opts).unwrap());
+    let p = vfs.process(Creds::root());
+    // Held open, so its name stays cached through every sweep.
+    let fd = p.open("/d0/f0", VO::RDONLY, 0).unwrap();
+    for round in 0..3 {
+        same_as_host(&p, &s.0);
+        for d in 0..3 {
+            for f in (round..20).step_by(3) {
+                let name = r(&format!("d{d}/f{f}"));
+                if f % 2 == 0 {
+                    std::fs::write(r("tmp"), format!("{round}")).unwrap();
+                    std::fs::rename(r("tmp"), &name).unwrap();
+                } else {
+                    let _ = std::fs::remove_file(&name);
+                }
+            }
+        }
+        std::fs::write(r("d0/tmp"), b"new f0").unwrap();
+        std::fs::rename(r("d0/tmp"), r("d0/f0")).unwrap();
+        assert_eq!(p.read_file("/d0/f0").unwrap(), b"new f0");
+    }
+    same_as_host(&p, &s.0);
+    p.close(fd).unwrap();
+    // A name kept through sweeps (a directory's: directories are not evicted) and removed
+    // on the host: once its parent is swept and loaded again, a listing does not show it,
+    // even within the TTL (an hour here): a load reconciles what it kept.
+    let opts = HostFsOptions {
+        max_inodes: Some(10),
+        policy: HostPolicy::Shared {
+            ttl: std::time::Duration::from_secs(3600),
+        },
+        ..HostFsOptions::default()
+    };
+    let vfs = Vfs::new(HostFs::new(&s.0, opts).unwrap());
+    let p = vfs.process(Creds::root());
+    std::fs::create_dir(r("d1/sub")).unwrap();
+    assert!(engine_names(&p, "/d1").contains(&b"sub".to_vec()));
+    std::fs::remove_dir(r("d1/sub")).unwrap();
+    for _ in 0..3 {
+        for d in [0, 2] {
+            for f in 0..20 {
+                let _ = p.lstat(format!("/d{d}/f{f}"));
+            }
+        }
+    }
+    assert_eq!(engine_names(&p, "/d1"), host_names(&r("d1")));
+    assert!(vfs.stats().root_fs.dentry_evictions > 0);
+}
