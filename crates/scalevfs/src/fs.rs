@@ -1122,6 +1122,11 @@ impl SuperBlock {
         let target = max - max / 8;
         let now = self.sweeps.fetch_add(1, Relaxed) + 1;
         let _ = self.sweep(target, now) || self.sweep(target, now);
+        // The evicted dentries are freed a grace period later, through this thread's
+        // deferred-free bag; a sweep can fill several bags at once, more than the epoch's
+        // collector frees per pin while the caches churn (a directory larger than the cap,
+        // loaded at every use): hand them to the collector now, and let it collect.
+        crossbeam_epoch::pin().flush();
     }
 
     /// One CLOCK pass over the loaded directories, deepest first (post-order),

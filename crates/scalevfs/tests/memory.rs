@@ -8,9 +8,10 @@
 //! `SCALEVFS_FLOOD_SCALE` scales their sizes (default 0.25; 1 gives the sizes of the
 //! issue: 12 rounds of 256 MiB, 100 namespaces, 2M lookups, 1M creates);
 //! `SCALEVFS_MEMORY_REPORT=1` prints the figures without asserting anything;
-//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|grown|negative|churn|host-negative|host-churn`
+//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|grown|negative|churn|host-negative|host-churn|host-capped`
 //! runs one scenario. The `host-` ones run on hostfs over a fresh `/dev/shm` directory
-//! (10 million lookups and 1 million create/unlink pairs at scale 1).
+//! (10 million lookups and 1 million create/unlink pairs at scale 1; a 20,000-file tree
+//! walked with 500 objects cached).
 
 use scalevfs::*;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -231,6 +232,70 @@ fn memory_comes_back() {
         }
         if runs("host-churn") {
             churn(&p, (1_000_000.0 * s) as usize, "hostfs: ");
+        }
+    }
+
+    // A host tree of 20 directories, walked twice through hostfs with its cache capped
+    // well below the tree (`max_inodes`), under both policies: what the engine holds
+    // stays within the cap, plus one directory's load before the next sweep, plus the
+    // directories (which stay cached), plus the last sweep's objects in their grace period.
+    #[cfg(not(loom))]
+    if runs("host-capped") {
+        let dir = HostDir::new();
+        let per_dir = (1000.0 * s).max(100.0) as usize;
+        for d in 0..20 {
+            let sub = dir.0.join(format!("d{d}"));
+            std::fs::create_dir(&sub).unwrap();
+            for f in 0..per_dir {
+                std::fs::write(sub.join(format!("f{f}")), b"").unwrap();
+            }
+        }
+        let cap = (per_dir / 2) as u64;
+        for policy in [
+            HostPolicy::Exclusive,
+            HostPolicy::Shared {
+                ttl: std::time::Duration::ZERO,
+            },
+        ] {
+            let (base, rss0) = (settle(), rss_mib());
+            let opts = HostFsOptions {
+                max_inodes: Some(cap),
+                policy,
+                ..HostFsOptions::default()
+            };
+            let vfs = Vfs::new(HostFs::new(&dir.0, opts).unwrap());
+            let p = vfs.process(Creds::root());
+            let mut peak = 0;
+            for _ in 0..2 {
+                for d in 0..20 {
+                    for f in 0..per_dir {
+                        p.stat(format!("/d{d}/f{f}")).unwrap();
+                    }
+                    // This thread's path cache holds what it cached (2,048 walks).
+                    scalevfs::clear_thread_cache();
+                    peak = peak.max(LIVE.load(Relaxed));
+                }
+            }
+            let grown = report(
+                &format!(
+                    "hostfs ({policy:?}): 2 walks of {} files, {cap} objects cached",
+                    20 * per_dir
+                ),
+                base,
+                peak,
+                rss0,
+            );
+            // About 1 KiB per cached object (its dentry, engine inode, inode-cache node and
+            // name), for the cap, a directory's load and a sweep's grace period, and the
+            // directories; against about 20 times that for the whole tree.
+            let bound = (cap as isize + 2 * per_dir as isize + 64) * 1024;
+            check(grown < bound, || {
+                format!("hostfs capped ({policy:?}): {grown} bytes, bound {bound}")
+            });
+            let st = vfs.stats().root_fs;
+            check(st.dentry_evictions > 0, || format!("no eviction: {st:?}"));
+            drop(p);
+            drop(vfs);
         }
     }
 }
