@@ -103,40 +103,27 @@ serve
 suite memfs
 unserve
 
-# hostfs over a host tmpfs directory: the same bar, and what the programs wrote must be on
-# the host afterwards.
-H="$W/host"
-mkdir -p "$H" && mount -t tmpfs tmpfs "$H" && chmod 777 "$H"
-serve --backend host --source "$H"
-suite hostfs
-unserve
-diff -r "$ROOT/crates" "$H/tree" && diff -r "$ROOT/crates" "$H/x/tree" \
-    && [ -z "$(cd "$H/repo" && git status --porcelain)" ] \
-    || { echo "hostfs: the host directory does not hold what was written"; exit 1; }
-echo "hostfs: the host directory holds what the programs wrote"
+# hostfs over a fresh host tmpfs directory $W/$2, mounted with the options after $2, under
+# the same suites (named $1); then what the programs wrote must be on the host.
+host_round() {
+    local name=$1 H="$W/$2"
+    shift 2
+    mkdir -p "$H" && mount -t tmpfs tmpfs "$H" && chmod 777 "$H"
+    serve --backend host --source "$H" "$@"
+    suite "$name"
+    unserve
+    diff -r "$ROOT/crates" "$H/tree" && diff -r "$ROOT/crates" "$H/x/tree" \
+        && [ -z "$(cd "$H/repo" && git status --porcelain)" ] \
+        || { echo "$name: the host directory does not hold what was written"; exit 1; }
+    echo "$name: the host directory holds what the programs wrote"
+}
 
-# hostfs again with a cache of 64 objects: names are swept and directories loaded again
-# from the host all the time, under the same suites.
-H2="$W/host2"
-mkdir -p "$H2" && mount -t tmpfs tmpfs "$H2" && chmod 777 "$H2"
-serve --backend host --source "$H2" --cache-objects 64
-suite hostfs-cache64
-unserve
-diff -r "$ROOT/crates" "$H2/tree" && diff -r "$ROOT/crates" "$H2/x/tree" \
-    && [ -z "$(cd "$H2/repo" && git status --porcelain)" ] \
-    || { echo "hostfs (64 objects cached): the host directory does not hold what was written"; exit 1; }
-echo "hostfs (64 objects cached): the host directory holds what the programs wrote"
-
-# hostfs under the shared policy with a TTL of zero: every use revalidates against the host
-# (directories listed again when their times moved, attributes read again), under the same
-# suites.
-H3="$W/host3"
-mkdir -p "$H3" && mount -t tmpfs tmpfs "$H3" && chmod 777 "$H3"
-serve --backend host --source "$H3" --policy shared --ttl 0
-suite hostfs-shared
-unserve
-diff -r "$ROOT/crates" "$H3/tree" && diff -r "$ROOT/crates" "$H3/x/tree" \
-    && [ -z "$(cd "$H3/repo" && git status --porcelain)" ] \
-    || { echo "hostfs (shared policy): the host directory does not hold what was written"; exit 1; }
-echo "hostfs (shared policy): the host directory holds what the programs wrote"
+# hostfs: the same bar as memfs.
+host_round hostfs host
+# With a cache of 64 objects: names are swept and directories loaded again from the host
+# all the time.
+host_round hostfs-cache64 host2 --cache-objects 64
+# Under the shared policy with a TTL of zero: every use revalidates against the host
+# (directories listed again when their times moved, attributes read again).
+host_round hostfs-shared host3 --policy shared --ttl 0
 echo "conformance: OK"

@@ -14,7 +14,12 @@ command -v valgrind >/dev/null || { echo "icount.sh: valgrind not found" >&2; ex
 total() { # instructions of one run
     local out
     out=$(mktemp)
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >/dev/null 2>&1
+    if ! valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >/dev/null 2>&1; then
+        echo "icount.sh: $* failed under valgrind" >&2
+        rm -f "$out"
+        echo 0
+        return
+    fi
     awk '/^totals:/ {print $2}' "$out"
     rm -f "$out"
 }

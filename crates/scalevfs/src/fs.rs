@@ -429,12 +429,26 @@ fn gone(e: Errno) -> Errno {
 
 /// The monotonic clock in nanoseconds: `CLOCK_MONOTONIC_COARSE` (a read of the vDSO's
 /// page, a few nanoseconds; it moves once per kernel tick, 1 to 10 ms, finer than a TTL's
-/// 10 ms ticks), or `Instant` where the system calls are not real (Miri).
+/// 10 ms ticks), through the C library (whose vDSO call also runs under valgrind), or
+/// `Instant` where the system calls are not real (Miri). Read only by file systems with a
+/// TTL.
 fn clock_ns() -> u64 {
     #[cfg(not(miri))]
     {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
-        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is a valid, writable `timespec`, and the clock id a constant.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut t) };
+        if rc == 0 {
+            return t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64;
+        }
+        // A kernel without the coarse clock (before Linux 2.6.32): the precise one.
+        static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        BASE.get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
     }
     #[cfg(miri)]
     {
@@ -552,7 +566,7 @@ impl SuperBlock {
                 let ticks = t.as_nanos().div_ceil(TICK.as_nanos());
                 ticks.min(u32::MAX as u128) as u32
             }),
-            born: clock_ns(),
+            born: if opts.ttl.is_some() { clock_ns() } else { 0 },
             revalidations: AtomicU64::new(0),
             ops,
         })
