@@ -97,10 +97,29 @@ struct Set {
 }
 
 impl Set {
+    /// The way holding the walk of `path` (whose hash is `hash`) under `key`, at whatever
+    /// counts. The same path may be cached under several keys (`stat` and `lstat`, two
+    /// start directories), each in a way of its own.
+    #[inline(always)]
+    fn find(&self, hash: u64, key: &Key, path: &[u8]) -> Option<(usize, &Entry)> {
+        (0..WAYS).find_map(|i| {
+            if self.tags[i] != hash {
+                return None;
+            }
+            let e = self.ways[i].as_deref()?;
+            (e.key == *key && *e.path == *path).then_some((i, e))
+        })
+    }
+
     /// Moves way `i` to the front (most recently used).
+    /// (Swaps, not `rotate_right`: over at most three steps, the generic rotation's
+    /// `memmove` costs more than the moves.)
+    #[inline(always)]
     fn promote(&mut self, i: usize) {
-        self.tags[..=i].rotate_right(1);
-        self.ways[..=i].rotate_right(1);
+        for j in (0..i).rev() {
+            self.tags.swap(j, j + 1);
+            self.ways.swap(j, j + 1);
+        }
     }
 }
 
@@ -164,9 +183,8 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
         .try_with(|t| {
             let mut t = t.borrow_mut();
             let set = &mut t[set_of(hash)];
-            let i = (0..WAYS).find(|&i| set.tags[i] == hash)?;
-            let e = set.ways[i].as_deref()?;
-            if e.key != *key || e.gen != gen || e.mount_seq != mount_seq || *e.path != *path {
+            let (i, e) = set.find(hash, key, path)?;
+            if e.gen != gen || e.mount_seq != mount_seq {
                 return None;
             }
             let hit = Hit {
@@ -212,14 +230,8 @@ pub(crate) fn insert(
     let Ok(way) = TABLE.try_with(|t| {
         let t = t.borrow();
         let set = &t[set_of(hash)];
-        let stale = |i: usize| {
-            set.tags[i] == hash
-                && set.ways[i]
-                    .as_ref()
-                    .is_some_and(|e| e.key == key && *e.path == *path)
-        };
-        (0..WAYS)
-            .find(|&i| stale(i))
+        set.find(hash, &key, path)
+            .map(|(i, _)| i)
             .or_else(|| (0..WAYS).find(|&i| set.ways[i].is_none()))
     }) else {
         return;
@@ -505,6 +517,101 @@ mod tests {
             assert_eq!(d.cold.refs.count(), d0);
             p.close(dfd).unwrap();
         });
+    }
+
+    /// A walk recorded again after its entry went stale (a namespace change) goes back
+    /// into its own way: in a full set it is admitted at once and evicts nobody. The same
+    /// path under another key (`lstat` against `stat`) is another entry, beside the first,
+    /// never in its place. Other tests in this binary change the namespace too (the counter
+    /// is process-wide), so a round that saw a change it did not make is run again.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "searches 32k hashes for colliding names; no unsafe code"
+    )]
+    fn a_stale_entry_is_replaced_in_its_own_way() {
+        let root_set = set_of(path_hash(b"/"));
+        let mut sets = std::collections::HashMap::<usize, Vec<String>>::new();
+        let names = (0..32768)
+            .find_map(|i| {
+                let n = format!("n{i}");
+                let set = set_of(path_hash(format!("/{n}").as_bytes()));
+                let v = sets.entry(set).or_default();
+                v.push(n);
+                (set != root_set && v.len() == 4).then(|| v.clone())
+            })
+            .expect("four names share a set");
+        let [a, f1, f2, f3] = [&names[0], &names[1], &names[2], &names[3]];
+        let vfs = Vfs::new_memfs();
+        let p0 = vfs.process(Creds::root());
+        for n in &names {
+            p0.write_file(format!("/{n}"), b"x").unwrap();
+        }
+        p0.mkdir("/z", 0o755).unwrap();
+        let gen = || crate::sync::ns_changes().snapshot();
+        for _round in 0..20 {
+            let mut saw = Vec::new();
+            let mut quiet = true;
+            on_fresh_thread(|| {
+                let p = vfs.process(Creds::root());
+                let stat = |n: &str| counted(|| assert!(p.stat(format!("/{n}")).is_ok()));
+                let lstat = |n: &str| counted(|| assert!(p.lstat(format!("/{n}")).is_ok()));
+                let g0 = gen();
+                saw.push(stat(a));
+                saw.push(lstat(a));
+                saw.push(stat(a));
+                saw.push(lstat(a));
+                saw.push(stat(f1));
+                saw.push(stat(f2));
+                saw.push(stat(f3));
+                quiet &= gen() == g0 && g0.is_some();
+                // A directory's mode changes how paths through it resolve.
+                p.chmod("/z", 0o700).unwrap();
+                let g1 = gen();
+                saw.push(stat(a));
+                saw.push(lstat(a));
+                saw.push(stat(f1));
+                saw.push(stat(f2));
+                for _ in 0..2 {
+                    saw.push(stat(a));
+                    saw.push(lstat(a));
+                    saw.push(stat(f1));
+                    saw.push(stat(f2));
+                }
+                quiet &= gen() == g1 && g1 != g0 && g1.is_some();
+            });
+            if !quiet {
+                continue;
+            }
+            let (hit, fill) = (stats(1, 0, 0), stats(0, 1, 1));
+            let want = [
+                // stat and lstat of `a` are two entries; the set fills up, and a
+                // fifth walk is not admitted at its first miss.
+                fill,
+                fill,
+                hit,
+                hit,
+                fill,
+                fill,
+                stats(0, 1, 0),
+                // Each stale entry is replaced in its own way, at its first miss.
+                fill,
+                fill,
+                fill,
+                fill, // And all four are there.
+                hit,
+                hit,
+                hit,
+                hit,
+                hit,
+                hit,
+                hit,
+                hit,
+            ];
+            assert_eq!(saw, want);
+            return;
+        }
+        panic!("the namespace never stayed quiet for a round");
     }
 
     /// Issue 8, defect 8: entries kept a 32-bit dentry count. A file rename bumps only the
