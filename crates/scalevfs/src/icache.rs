@@ -164,7 +164,7 @@ pub struct InodeCache<V: Send + Sync + 'static> {
 struct Broken {
     /// The miss path links its node without looking again under the shard lock.
     no_second_look: bool,
-    /// Eviction checks the count, then stores 0 (instead of one CAS).
+    /// Eviction (by key or by sweep) checks the count, then stores 0 (instead of one CAS).
     evict_check_then_store: bool,
 }
 
@@ -322,13 +322,9 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                     let next = n.next.load(Acquire, &g);
                     if n.state.load(Acquire) == LIVE
                         && n.value.get().is_some_and(&unused)
-                        && n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_ok()
+                        && self.try_kill(n)
                     {
-                        Self::unlink(chain, n, &g);
-                        self.len.fetch_sub(1, Relaxed);
-                        self.counters.evictions.fetch_add(1, Relaxed);
-                        // SAFETY: unlinked at count 0, as in `evict`.
-                        unsafe { g.defer_destroy(cur) };
+                        self.remove(chain, n, &g);
                         gone += 1;
                     }
                     cur = next;
@@ -497,28 +493,39 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         let Some(n) = Self::find(chain, k, &g) else {
             return false;
         };
-        // Only the chain's reference left: no holder, and none can come (get unless zero).
+        if !self.try_kill(n) {
+            return false;
+        }
+        self.remove(chain, n, &g);
+        true
+    }
+
+    /// Takes `n`'s count from 1 (the chain's reference alone) straight to 0, in one CAS:
+    /// no holder, and none can come after (`try_get` refuses 0). The one step that makes
+    /// eviction safe against lock-free lookups; [`InodeCache::evict`] and
+    /// [`InodeCache::shrink`] both go through it.
+    fn try_kill(&self, n: &Node<V>) -> bool {
         #[cfg(loom)]
         if self.broken.evict_check_then_store {
             if n.refs.load(Acquire) != 1 {
                 return false;
             }
             n.refs.store(0, Release);
-        } else if n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_err() {
-            return false;
+            return true;
         }
-        #[cfg(not(loom))]
-        if n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_err() {
-            return false;
-        }
+        n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_ok()
+    }
+
+    /// Unlinks `n`, killed by [`InodeCache::try_kill`] under `chain`'s shard lock, and
+    /// frees it after a grace period.
+    fn remove(&self, chain: &Atomic<Node<V>>, n: &Node<V>, g: &Guard) {
         let p = n as *const Node<V>;
-        Self::unlink(chain, p, &g);
+        Self::unlink(chain, p, g);
         self.len.fetch_sub(1, Relaxed);
         self.counters.evictions.fetch_add(1, Relaxed);
         // SAFETY: the node is unlinked and its count is 0, so nobody can reach it again but
         // readers already inside a guard; the collector frees it after they leave.
         unsafe { g.defer_destroy(Shared::from(p)) };
-        true
     }
 
     /// Drops a reference; the one that takes the count to 0 (on an unlinked node) frees it
@@ -1026,6 +1033,42 @@ mod loom_models {
     #[test]
     fn eviction_without_cas_fails() {
         assert!(lookup_vs_evict(Broken {
+            evict_check_then_store: true,
+            ..Broken::default()
+        }));
+    }
+
+    /// A lookup racing a sweep (`shrink` to nothing): violated if the lookup holds the
+    /// object and the sweep counted it gone. The sweep finds its victims by walking the
+    /// shard's chains, not by key, so it is a path to the kill of its own.
+    fn lookup_vs_shrink(broken: Broken) -> bool {
+        violated(move || {
+            let c = cache(broken);
+            drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
+            let t = {
+                let c = c.clone();
+                thread::spawn(move || c.shrink(0, |_| true))
+            };
+            let got = c.get(key(1));
+            let wrong = got.as_ref().is_some_and(|v| **v != 1);
+            let held = got.is_some();
+            let gone = t.join().unwrap();
+            std::mem::forget(got);
+            std::mem::forget(Arc::try_unwrap(c).ok());
+            wrong || (held && gone == 1)
+        })
+    }
+
+    #[test]
+    fn lookup_races_a_sweep() {
+        assert!(!lookup_vs_shrink(Broken::default()));
+    }
+
+    /// Twin: a sweep that checks the count and then stores 0 lets a lookup take a
+    /// reference in between.
+    #[test]
+    fn a_sweep_without_cas_fails() {
+        assert!(lookup_vs_shrink(Broken {
             evict_check_then_store: true,
             ..Broken::default()
         }));
