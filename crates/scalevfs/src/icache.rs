@@ -1002,25 +1002,35 @@ mod loom_models {
         }));
     }
 
-    /// A lookup racing an eviction of the same key: violated if the lookup holds the object
-    /// and the eviction succeeded anyway.
-    fn lookup_vs_evict(broken: Broken) -> bool {
+    /// A lookup racing a `kill` of the same key (an eviction by key, or a sweep): violated
+    /// if the lookup holds the object and the kill says it went anyway.
+    fn lookup_vs(broken: Broken, kill: fn(&InodeCache<u64>) -> bool) -> bool {
         violated(move || {
             let c = cache(broken);
             drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
             let t = {
                 let c = c.clone();
-                thread::spawn(move || c.evict(key(1)))
+                thread::spawn(move || kill(&c))
             };
             let got = c.get(key(1));
             let wrong = got.as_ref().is_some_and(|v| **v != 1);
             let held = got.is_some();
-            let evicted = t.join().unwrap();
+            let killed = t.join().unwrap();
             // After a broken eviction the handle's count is wrong: leak it.
             std::mem::forget(got);
             std::mem::forget(Arc::try_unwrap(c).ok());
-            wrong || (held && evicted)
+            wrong || (held && killed)
         })
+    }
+
+    fn lookup_vs_evict(broken: Broken) -> bool {
+        lookup_vs(broken, |c| c.evict(key(1)))
+    }
+
+    /// The sweep finds its victims by walking the shard's chains, not by key: a path to
+    /// the kill of its own.
+    fn lookup_vs_shrink(broken: Broken) -> bool {
+        lookup_vs(broken, |c| c.shrink(0, |_| true) == 1)
     }
 
     #[test]
@@ -1036,27 +1046,6 @@ mod loom_models {
             evict_check_then_store: true,
             ..Broken::default()
         }));
-    }
-
-    /// A lookup racing a sweep (`shrink` to nothing): violated if the lookup holds the
-    /// object and the sweep counted it gone. The sweep finds its victims by walking the
-    /// shard's chains, not by key, so it is a path to the kill of its own.
-    fn lookup_vs_shrink(broken: Broken) -> bool {
-        violated(move || {
-            let c = cache(broken);
-            drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
-            let t = {
-                let c = c.clone();
-                thread::spawn(move || c.shrink(0, |_| true))
-            };
-            let got = c.get(key(1));
-            let wrong = got.as_ref().is_some_and(|v| **v != 1);
-            let held = got.is_some();
-            let gone = t.join().unwrap();
-            std::mem::forget(got);
-            std::mem::forget(Arc::try_unwrap(c).ok());
-            wrong || (held && gone == 1)
-        })
     }
 
     #[test]
