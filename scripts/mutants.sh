@@ -11,7 +11,8 @@
 # results in $MUTANTS_OUT/<file>/<k> (default target/mutants). A shard that finished on the
 # file's current text is skipped, so an interrupted run resumes at the next shard; a shard
 # done on an older text of the file runs again. Code in `mod tests` (names with " tests::") is not mutated.
-# Pass 1 runs the unit, smoke, semantic, stress, race, plan, memory and space tests; pass 2
+# Pass 1 runs the unit, smoke, semantic, stress, race, plan, memory, space and hostfs tests
+# (hostfs's own tests: `file.rs` holds its open files' host descriptors); pass 2
 # runs the loom models against what pass 1 left alive (the protocols they model live in
 # sync.rs, file.rs, pathcache.rs, dentry.rs, walk.rs and mount.rs); a shard's `loom-ok` says
 # its pass 2 ran.
@@ -131,7 +132,7 @@ for f in "${files[@]}"; do
             SCALEVFS_RACE_SECS="${SCALEVFS_RACE_SECS:-0.3}" PROPTEST_CASES="${PROPTEST_CASES:-32}" \
                 cargo mutants "${common[@]}" --timeout "${TIMEOUT_SECS:-60}" -- \
                 --lib --test smoke --test semantics --test stress --test races --test plans \
-                --test memory --test space || rc=$?
+                --test memory --test space --test hostfs || rc=$?
             [ "$rc" = 4 ] && [ "$attempt" = 1 ] || break
             echo "mutants.sh: the unmutated tree failed; cleaning its build and trying again" >&2
             (cd "$tree" && cargo clean -q -p scalevfs --profile mutants)
