@@ -1291,6 +1291,50 @@ impl std::fmt::Debug for SuperBlock {
     }
 }
 
+/// The methods a test file system leaves at their simplest: no accounting, no limits, never
+/// complete (every miss asks it).
+#[cfg(test)]
+macro_rules! test_fs_accounting {
+    () => {
+        fn evict(&self, _: &Inode) {}
+        fn transfer_owner(&self, _: &Inode, _: u32) {}
+        fn inodes_of(&self, _: u32) -> u64 {
+            0
+        }
+        fn charge_pages(&self, n: u64, _: bool) -> u64 {
+            n
+        }
+        fn uncharge_pages(&self, _: u64) {}
+        fn usage(&self) -> (u64, u64) {
+            (0, 0)
+        }
+        fn statfs(&self) -> StatFs {
+            StatFs::default()
+        }
+        fn complete(&self) -> bool {
+            false
+        }
+    };
+}
+
+/// `new_inode` of a test file system that creates nothing (the loom models').
+#[cfg(all(test, loom))]
+macro_rules! test_fs_read_only {
+    () => {
+        fn new_inode(
+            &self,
+            _: u32,
+            _: u32,
+            _: u32,
+            _: u64,
+            _: Option<&[u8]>,
+            _: Timespec,
+        ) -> Result<Arc<Inode>> {
+            Err(Errno::EROFS)
+        }
+    };
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     //! The fill-on-miss path, on a file system whose directories start unloaded: a fixed
@@ -1376,24 +1420,7 @@ mod tests {
                 ino, mode, uid, gid, rdev, contents, now,
             )))
         }
-        fn evict(&self, _: &Inode) {}
-        fn transfer_owner(&self, _: &Inode, _: u32) {}
-        fn inodes_of(&self, _: u32) -> u64 {
-            0
-        }
-        fn charge_pages(&self, n: u64, _: bool) -> u64 {
-            n
-        }
-        fn uncharge_pages(&self, _: u64) {}
-        fn usage(&self) -> (u64, u64) {
-            (0, 0)
-        }
-        fn statfs(&self) -> StatFs {
-            StatFs::default()
-        }
-        fn complete(&self) -> bool {
-            false
-        }
+        test_fs_accounting!();
         fn load_dir(&self, dir: &Inode) -> Result<Listing> {
             *self.probe.loads.lock().entry(dir.ino).or_default() += 1;
             let fault = self.probe.fault.lock().take_if(|(ino, _)| *ino == dir.ino);
@@ -1806,35 +1833,8 @@ mod loom_models {
             };
             inode(1, S_IFDIR | 0o755, Contents::Dir(Mutex::new(st)))
         }
-        fn new_inode(
-            &self,
-            _: u32,
-            _: u32,
-            _: u32,
-            _: u64,
-            _: Option<&[u8]>,
-            _: Timespec,
-        ) -> Result<Arc<Inode>> {
-            Err(Errno::EROFS)
-        }
-        fn evict(&self, _: &Inode) {}
-        fn transfer_owner(&self, _: &Inode, _: u32) {}
-        fn inodes_of(&self, _: u32) -> u64 {
-            0
-        }
-        fn charge_pages(&self, n: u64, _: bool) -> u64 {
-            n
-        }
-        fn uncharge_pages(&self, _: u64) {}
-        fn usage(&self) -> (u64, u64) {
-            (0, 0)
-        }
-        fn statfs(&self) -> StatFs {
-            StatFs::default()
-        }
-        fn complete(&self) -> bool {
-            false
-        }
+        test_fs_read_only!();
+        test_fs_accounting!();
         fn load_dir(&self, _: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
             if self.loads.fetch_add(1, SeqCst) == 0 && self.fail_first {
                 return Err(Errno::EIO);
@@ -1979,35 +1979,8 @@ mod loom_models {
                 Contents::Dir(Mutex::new(DirState::default())),
             )
         }
-        fn new_inode(
-            &self,
-            _: u32,
-            _: u32,
-            _: u32,
-            _: u64,
-            _: Option<&[u8]>,
-            _: Timespec,
-        ) -> Result<Arc<Inode>> {
-            Err(Errno::EROFS)
-        }
-        fn evict(&self, _: &Inode) {}
-        fn transfer_owner(&self, _: &Inode, _: u32) {}
-        fn inodes_of(&self, _: u32) -> u64 {
-            0
-        }
-        fn charge_pages(&self, n: u64, _: bool) -> u64 {
-            n
-        }
-        fn uncharge_pages(&self, _: u64) {}
-        fn usage(&self) -> (u64, u64) {
-            (0, 0)
-        }
-        fn statfs(&self) -> StatFs {
-            StatFs::default()
-        }
-        fn complete(&self) -> bool {
-            false
-        }
+        test_fs_read_only!();
+        test_fs_accounting!();
         fn revalidate_dir(&self, _: &Inode, _: bool) -> Result<Option<Listing>> {
             let mut v = vec![(b"x".to_vec(), inode(2, S_IFREG | 0o644, Contents::Special))];
             if self.host_y.load(SeqCst) {
