@@ -36,6 +36,10 @@ per_op() { # name, n, example, args after the count
 per_op stat_cached 200000 stat_loop
 per_op create_close_unlink 100000 create_unlink_loop
 per_op rename 100000 rename_loop
+# W3's longest path: 16 components of 40 bytes (656 bytes), answered by the path cache.
+x37=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx
+long=$(for i in $(seq -w 0 14); do printf '/d%s%s' "$i" "$x37"; done; printf '/f%s%s' "$x37" xx)
+per_op stat_long_656 100000 stat_loop "$long"
 # W5-warm's loop on memfs: stats cycling over 1,024 files in 16 directories, and over 128.
 per_op stat_tree_1024 100000 stat_tree 1024
 per_op stat_tree_128 100000 stat_tree 128

@@ -110,32 +110,34 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
         h = mix(h, load_short(p));
         return (finish(h), nul);
     }
+    // Each word's zero-byte test before its mask (`zero_bits`), masked once at the end.
     let mut zeros = 0u64;
     let mut i = 0;
     if n > 32 {
         // Four independent lanes: long paths hash at the multiplier's throughput, not
-        // its latency.
+        // its latency. The strides are the 32-byte blocks that end before the last byte.
         let mut l = [h, h ^ K1, h ^ K2, h.rotate_left(17)];
-        while i + 32 < n {
+        let blocks = p[..n - 1].chunks_exact(32);
+        i = 32 * blocks.len();
+        for b in blocks {
             for (k, lane) in l.iter_mut().enumerate() {
-                let w = load8(p, i + 8 * k);
-                zeros |= zero_bytes(w);
+                let w = load8(b, 8 * k);
+                zeros |= zero_bits(w);
                 *lane = mix(*lane, w);
             }
-            i += 32;
         }
         h = mix(mix(l[0], l[1]), mix(l[2], l[3]));
     }
     while i + 8 < n {
         let w = load8(p, i);
-        zeros |= zero_bytes(w);
+        zeros |= zero_bits(w);
         h = mix(h, w);
         i += 8;
     }
     let w = load8(p, n - 8);
-    zeros |= zero_bytes(w);
+    zeros |= zero_bits(w);
     h = mix(h, w);
-    (finish(h), zeros != 0)
+    (finish(h), zeros & HIGHS != 0)
 }
 
 /// The eight bytes at `i` (the caller knows they are there) as a little-endian word.
@@ -157,7 +159,13 @@ fn finish(h: u64) -> u64 {
 /// zero byte, which is all the scan uses).
 #[inline(always)]
 fn zero_bytes(w: u64) -> u64 {
-    w.wrapping_sub(ONES) & !w & HIGHS
+    zero_bits(w) & HIGHS
+}
+
+/// [`zero_bytes`] before its mask: ORs of these, masked once, are the ORs of the masks.
+#[inline(always)]
+fn zero_bits(w: u64) -> u64 {
+    w.wrapping_sub(ONES) & !w
 }
 
 #[inline(always)]
@@ -467,6 +475,12 @@ mod tests {
             }
         }
         assert_ne!(path_hash(b"/a/b"), path_hash(b"/a/c"));
+        // Every non-zero byte value, at every offset of every lane: no false NUL.
+        let all: Vec<u8> = (0..600).map(|i| (i % 255 + 1) as u8).collect();
+        for n in 0..all.len() {
+            assert!(!path_hash_nul(&all[..n]).1, "a false NUL in {n} bytes");
+            assert!(!path_hash_nul(&all[n % 255..]).1);
+        }
         for n in 0..80 {
             let v = vec![b'a'; n];
             assert!(!path_hash_nul(&v).1);
