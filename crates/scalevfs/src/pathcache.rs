@@ -8,7 +8,10 @@
 //! *generation*, the mount sequence count and the final dentry's sequence count. A hit is
 //! trusted only while all three are unchanged, so it stands for a walk the locked walk
 //! could have made at this moment. The mounts are part of the key because one file system
-//! mounted at two places has one root dentry: `..` from it leads to different places.
+//! mounted at two places has one root dentry: `..` from it leads to different places. One
+//! path may be cached under several keys at once (`stat` and `lstat` of it, or two start
+//! directories); they share a set and a tag, each has a way of its own, and a probe or a
+//! new walk of it finds the way whose key and path both match.
 //!
 //! The generation is [`crate::sync::ChangeSeq`]'s (one for the process, so a file system
 //! mounted in several namespaces invalidates all of their caches). Every change that can
