@@ -94,6 +94,9 @@
 //!   names another object marks its directory stale, and the walk runs again: the
 //!   directory's next lock lists it again, whatever its times say, so the retry makes
 //!   progress. [`SuperBlock::lock_dir`] revalidates a directory past its deadline too.
+//! - `fstat` of what a caller holds open revalidates its attributes past their deadline
+//!   ([`FileSystem::revalidate_held`]); a directory's deadline stays, since it also covers
+//!   the entries, which only a listing revalidates.
 //! - While a revalidation is under way (`loading` set, the lock dropped), nothing changes
 //!   the directory: `lock_dir` waits for it, and the calls that lock several directories
 //!   themselves (rename, rmdir) check `SuperBlock::settled` once they hold them.
@@ -245,6 +248,19 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
         let _ = (dir, name, inode);
         Ok(true)
+    }
+
+    /// For a file system with a TTL policy: refreshes the attributes of `inode`, which a
+    /// caller holds open (a descriptor or a handle; `fstat`), from storage. `data` is the
+    /// description's data descriptor ([`FileSystem::open_data`]'s), if it has one. The
+    /// object may have lost its names meanwhile and still be the object the caller holds:
+    /// an object storage no longer reaches (no descriptor, and its name gone) keeps the
+    /// attributes the engine has. Called with no lock held.
+    ///
+    /// Errors: storage's, for an object it still reaches.
+    fn revalidate_held(&self, inode: &Inode, data: Option<BorrowedFd<'_>>) -> Result<()> {
+        let _ = (inode, data);
+        Ok(())
     }
 
     /// The name `name` of `victim` in `dir` went behind the engine's back (a revalidation
@@ -1091,6 +1107,40 @@ impl SuperBlock {
             inode.set_valid_until(self.deadline(start).unwrap_or(0));
         }
         Ok(fresh)
+    }
+
+    /// Brings the attributes of `inode`, which the caller holds open (`data`: the
+    /// description's data descriptor), up to date if its deadline passed: `fstat` and
+    /// `fstatat(AT_EMPTY_PATH)` under a TTL policy, as NFS revalidates an open file's
+    /// attributes once its attribute timeout passed. Nothing without a TTL. A directory's
+    /// deadline also covers its entries, which only a listing revalidates, so its
+    /// attributes are refreshed but its deadline stays.
+    ///
+    /// Errors: the file system's.
+    #[inline]
+    pub(crate) fn revalidate_held(
+        &self,
+        inode: &Inode,
+        data: Option<BorrowedFd<'_>>,
+    ) -> Result<()> {
+        if self.ttl.is_none() {
+            return Ok(());
+        }
+        self.revalidate_held_slow(inode, data)
+    }
+
+    #[cold]
+    fn revalidate_held_slow(&self, inode: &Inode, data: Option<BorrowedFd<'_>>) -> Result<()> {
+        let start = self.ticks();
+        if !inode.expired(start) {
+            return Ok(());
+        }
+        self.revalidations.fetch_add(1, Relaxed);
+        self.ops.revalidate_held(inode, data)?;
+        if !inode.is_dir() {
+            inode.set_valid_until(self.deadline(start).unwrap_or(0));
+        }
+        Ok(())
     }
 
     /// Whether a directory whose lock the caller holds (its state `st`) may be changed

@@ -74,6 +74,11 @@
 //! - An object's attributes: `fstatat` of the name it was found by; if the name now names
 //!   another object (or nothing), its directory is listed again. Each listing refreshes
 //!   the attributes of the objects it finds.
+//! - What a caller holds open (`fstat`, and FUSE's GETATTR, which goes through it): `fstat`
+//!   of the description's host descriptor, or of a directory's own; else (`O_PATH`)
+//!   `fstatat` of its first known name, if that still names it. An object the host no
+//!   longer reaches keeps what the engine has: an open file whose names all went on the
+//!   host shows its link count of 0.
 //! - A directory moved on the host becomes a new directory to the engine (an engine
 //!   directory has one dentry, whose children are its own); one removed is found empty
 //!   and dead, like an rmdir'ed one, by a caller standing in it.
@@ -762,6 +767,38 @@ impl FileSystem for HostFs {
         }
         inode.refresh(&st);
         Ok(true)
+    }
+
+    fn revalidate_held(&self, inode: &Inode, data: Option<BorrowedFd<'_>>) -> Result<()> {
+        // The object itself when there is a descriptor of it (an open file's, a
+        // directory's own); else its first known name, if that still names it.
+        let found = match data {
+            Some(fd) => rfs::fstat(fd).map(stat_of),
+            None => {
+                let Ok(node) = self.node_of(inode) else {
+                    return Ok(());
+                };
+                if let Some(fd) = node.dir.get() {
+                    rfs::fstat(&**fd).map(stat_of)
+                } else {
+                    let Some((dir, name)) = node.names.lock().list.first().cloned() else {
+                        return Ok(());
+                    };
+                    drop(node);
+                    rfs::statat(&*dir, &*name, AtFlags::SYMLINK_NOFOLLOW).map(stat_of)
+                }
+            }
+        };
+        match found {
+            Ok(st) if self.ino_of(st.dev, st.ino)? == inode.ino => {
+                inode.refresh(&st);
+                Ok(())
+            }
+            // The name went to another object, or the object left the host: what the
+            // engine has is all there is.
+            Ok(_) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::STALE) => Ok(()),
+            Err(e) => Err(host(e)),
+        }
     }
 
     fn forget_name(&self, dir: &Inode, name: &[u8], victim: &Inode) {

@@ -1184,6 +1184,68 @@ fn the_shared_policy_trusts_the_cache_within_its_ttl() {
     assert!(p.lstat("/n2").is_ok());
 }
 
+/// `fstat` of what a caller holds open revalidates too under the shared policy (and so
+/// does FUSE's GETATTR, which goes through it): an open file's size and mode, one still
+/// open after its name went on the host (its link count goes to 0), a directory's mode,
+/// and an `O_PATH` file's mode, reached by its name. The exclusive policy keeps what it
+/// loaded, and within a long TTL nothing is asked.
+#[test]
+fn the_shared_policy_revalidates_what_is_held_open() {
+    let s = Scratch::new("held");
+    let r = |x: &str| s.0.join(x);
+    std::fs::create_dir(r("d")).unwrap();
+    for f in ["f", "gone", "p"] {
+        std::fs::write(r(f), b"1").unwrap();
+    }
+    let mode = |x: &str, m: u32| {
+        std::fs::set_permissions(r(x), std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
+    };
+    let shared = serve_shared(&s.0, 0);
+    let exclusive = serve_rw(&s.0);
+    let long = serve_shared(&s.0, 3_600_000);
+    let open = |vfs: &Arc<Vfs>| {
+        let p = vfs.process(Creds::root());
+        let fds = [
+            p.open("/f", VO::RDONLY, 0).unwrap(),
+            p.open("/gone", VO::RDONLY, 0).unwrap(),
+            p.open("/d", VO::RDONLY | VO::DIRECTORY, 0).unwrap(),
+            p.open("/p", VO::PATH, 0).unwrap(),
+        ];
+        (p, fds)
+    };
+    let (ps, fs) = open(&shared);
+    let (pe, fe) = open(&exclusive);
+    let (pl, fl) = open(&long);
+    let before = long.stats().root_fs.revalidations;
+    let was = |x: &str| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(r(x)).unwrap().permissions())
+            & 0o7777
+    };
+    let (f0, d0, p0) = (was("f"), was("d"), was("p"));
+    // Behind the engine.
+    std::fs::write(r("f"), vec![7u8; 3000]).unwrap();
+    mode("f", 0o600);
+    std::fs::remove_file(r("gone")).unwrap();
+    mode("d", 0o700);
+    mode("p", 0o640);
+    let st = |p: &scalevfs::Process, fd| p.fstat(fd).unwrap();
+    assert_eq!(st(&ps, fs[0]).size, 3000);
+    assert_eq!(st(&ps, fs[0]).mode & 0o7777, 0o600);
+    assert_eq!(st(&ps, fs[1]).nlink, 0);
+    assert_eq!(st(&ps, fs[2]).mode & 0o7777, 0o700);
+    assert_eq!(st(&ps, fs[3]).mode & 0o7777, 0o640);
+    let empty = |p: &scalevfs::Process, fd| p.fstatat(fd, "", scalevfs::AtFlags::EMPTY_PATH);
+    assert_eq!(empty(&ps, fs[3]).unwrap().mode & 0o7777, 0o640);
+    for (p, f) in [(&pe, fe), (&pl, fl)] {
+        assert_eq!(st(p, f[0]).size, 1);
+        assert_eq!(st(p, f[0]).mode & 0o7777, f0);
+        assert_eq!(st(p, f[1]).nlink, 1);
+        assert_eq!(st(p, f[2]).mode & 0o7777, d0);
+        assert_eq!(st(p, f[3]).mode & 0o7777, p0);
+    }
+    assert_eq!(long.stats().root_fs.revalidations, before);
+}
+
 /// The shared policy while the host changes the tree all the time (a TTL of zero, so
 /// every use revalidates): files replaced, renamed back and forth, and directories
 /// removed and made again, by a host thread; lookups, reads and listings through the

@@ -17,6 +17,7 @@ impl Process {
     /// `fstat(2)`.
     pub fn fstat(&self, fd: impl Desc) -> Result<Stat> {
         let f = self.file(fd)?;
+        f.mnt.fs.revalidate_held(&f.inode, f.data_fd_if_open())?;
         Ok(f.inode.stat(f.mnt.dev()))
     }
 
@@ -34,7 +35,10 @@ impl Process {
         }
         let (path, hash) = cpath_hashed(path.as_ref())?;
         if path.is_empty() {
-            return self.empty_path(dirfd, flags, |f| Ok(f.inode.stat(f.mnt.dev())));
+            return self.empty_path(dirfd, flags, |f| {
+                f.mnt.fs.revalidate_held(f.inode, f.data)?;
+                Ok(f.inode.stat(f.mnt.dev()))
+            });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
         self.at(dirfd, path, |cx, start| {
