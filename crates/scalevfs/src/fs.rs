@@ -78,7 +78,9 @@
 //! ([`CacheOptions::ttl`]). Each inode then carries a deadline (`Inode::expired`, 32 bits
 //! of a 10 ms clock since the [`SuperBlock`] was made, in what was padding), set when it is
 //! loaded or revalidated: for a directory it covers its entries and attributes, for any
-//! other object its attributes.
+//! other object its attributes. A directory's listing sets the deadlines of the
+//! non-directories it lists, never of a child directory, whose entries only its own
+//! revalidation vouches for (`vouch`).
 //! - The fast walk reads each deadline it relies on (the directories it searches, the
 //!   object it ends at) and falls back when one is past; it never calls the file system,
 //!   as Linux's RCU walk returns `-ECHILD` from `d_revalidate`. The clock is read only when
@@ -440,6 +442,18 @@ fn gone(e: Errno) -> Errno {
         Errno::ENOENT
     } else {
         e
+    }
+}
+
+/// What a directory's listing (a load or a revalidation, deadline `t`) vouches for in
+/// `child`, an object it lists: its attributes, which the file system refreshed. A
+/// directory's deadline also covers its own entries, which only its own revalidation can
+/// vouch for, so a child directory's is left as it is (a new one's is 0: its first use
+/// loads it, and the load sets it). Before this rule, relisting `/` made `/d`'s cached
+/// names good for another TTL however stale they were.
+fn vouch(child: &Inode, t: Option<u32>) {
+    if let (Some(t), false) = (t, child.is_dir()) {
+        child.set_valid_until(t);
     }
 }
 
@@ -1005,9 +1019,7 @@ impl SuperBlock {
     ) {
         let guard = crossbeam_epoch::pin();
         for (name, child) in entries {
-            if let Some(t) = deadline {
-                child.set_valid_until(t);
-            }
+            vouch(&child, deadline);
             let c = scan(&name);
             if kept && self.dcache.lookup_locked(&d, &c, &guard).is_some() {
                 continue;
@@ -1051,8 +1063,8 @@ impl SuperBlock {
                 _ => false,
             };
             if same {
-                if let (Some(t), Some(n)) = (deadline, &new) {
-                    n.set_valid_until(t);
+                if let Some(n) = &new {
+                    vouch(n, deadline);
                 }
                 continue;
             }
@@ -1076,9 +1088,7 @@ impl SuperBlock {
             }
         }
         for (name, child) in now {
-            if let Some(t) = deadline {
-                child.set_valid_until(t);
-            }
+            vouch(&child, deadline);
             self.dcache.d_alloc(d, &scan(&name), Some(child), st);
         }
     }

@@ -1246,6 +1246,27 @@ fn the_shared_policy_revalidates_what_is_held_open() {
     assert_eq!(long.stats().root_fs.revalidations, before);
 }
 
+/// A directory's listing refreshes what it lists, but a child directory's deadline also
+/// covers the child's own entries, which only the child's revalidation can vouch for. So
+/// relisting `/` must not make `/d`'s cached names good for another TTL: a name created in
+/// `d` on the host shows once `d`'s TTL has passed, however recently `/` was listed.
+#[test]
+fn a_listing_does_not_vouch_for_the_entries_of_a_child_directory() {
+    let s = Scratch::new("vouch");
+    std::fs::create_dir(s.0.join("d")).unwrap();
+    std::fs::write(s.0.join("d/x"), b"1").unwrap();
+    let vfs = serve_shared(&s.0, 200);
+    let p = vfs.process(Creds::root());
+    assert_eq!(engine_names(&p, "/d"), [b"x".to_vec()]);
+    assert_eq!(engine_names(&p, "/").len(), 1);
+    std::fs::write(s.0.join("d/y"), b"1").unwrap();
+    std::fs::write(s.0.join("z"), b"1").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // `/` changed: listed again, and `d` found in it, the same directory.
+    assert_eq!(engine_names(&p, "/").len(), 2);
+    assert_eq!(engine_names(&p, "/d"), [b"x".to_vec(), b"y".to_vec()]);
+}
+
 /// The shared policy while the host changes the tree all the time (a TTL of zero, so
 /// every use revalidates): files replaced, renamed back and forth, and directories
 /// removed and made again, by a host thread; lookups, reads and listings through the
@@ -1255,14 +1276,27 @@ fn the_shared_policy_revalidates_what_is_held_open() {
 /// Once the host is quiet, the engine reads as the host has it.
 #[test]
 fn the_shared_policy_races_changes_on_the_host() {
+    races_on_the_host("shared-race", 0);
+}
+
+/// The same with a TTL of 10 ms, so that what was loaded is trusted for a while between
+/// changes: it found a parent's listing extending a child directory's deadline (see
+/// `a_listing_does_not_vouch_for_the_entries_of_a_child_directory`); once quiet for more
+/// than a TTL, the engine must read as the host has it.
+#[test]
+fn the_shared_policy_races_changes_on_the_host_with_a_ttl() {
+    races_on_the_host("shared-race-ttl", 10);
+}
+
+fn races_on_the_host(scratch: &str, ttl_ms: u64) {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-    let s = Scratch::new("shared-race");
+    let s = Scratch::new(scratch);
     let root = s.0.clone();
     for d in 0..3 {
         std::fs::create_dir(root.join(format!("d{d}"))).unwrap();
         std::fs::write(root.join(format!("d{d}/a")), b"A").unwrap();
     }
-    let vfs = serve_shared(&root, 0);
+    let vfs = serve_shared(&root, ttl_ms);
     let stop = Arc::new(AtomicBool::new(false));
     let secs = std::env::var("SCALEVFS_RACE_SECS")
         .ok()
@@ -1334,6 +1368,8 @@ fn the_shared_policy_races_changes_on_the_host() {
         }
         h.join().unwrap();
     }
+    // Quiet now: past one TTL, everything the engine answers is the host's.
+    std::thread::sleep(std::time::Duration::from_millis(3 * ttl_ms));
     same_as_host(&vfs.process(Creds::root()), &root);
 }
 
