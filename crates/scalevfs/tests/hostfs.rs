@@ -302,6 +302,12 @@ fn every_change_fails_as_on_a_read_only_mount() {
         eprintln!("skipped: mount --bind failed");
         return;
     };
+    // A writable hostfs over the read-only host still reads: an open for reading opens
+    // the host file for reading only (for writing, the host would refuse with EROFS).
+    let w = serve_rw(&ro.0 .0).process(Creds::root());
+    assert_eq!(w.read_file("/f").unwrap(), b"hello");
+    let fd = w.open("/a/big", VO::RDONLY, 0).unwrap();
+    assert_eq!(w.pread(fd, &mut [0u8; 4], 99_998).unwrap(), 2);
     let k = rfs::open(&ro.0 .0, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
     let vfs = serve(&s.0);
     let p = vfs.process(Creds::root());

@@ -719,3 +719,24 @@ fn dotdot_onto_a_mount_point_crosses_into_the_mount() {
         assert_eq!((up.dev, up.ino), (mounted.dev, mounted.ino));
     }
 }
+
+/// `Handle::same_object` tells whether two handles hold one object: true for two opens of
+/// one file (also by another name, a hard link, and a clone), false for another file and
+/// for a new file that took a removed one's name.
+#[test]
+fn handles_know_their_object() {
+    let p = root();
+    p.write_file("/f", b"x").unwrap();
+    p.write_file("/g", b"y").unwrap();
+    p.link("/f", "/hl").unwrap();
+    let open = |path: &str| p.openat_handle(Fd::CWD, path, OFlags::RDONLY, 0).unwrap();
+    let (f, f2, hl, g) = (open("/f"), open("/f"), open("/hl"), open("/g"));
+    assert!(f.same_object(&f2));
+    assert!(f.same_object(&hl));
+    assert!(f.same_object(&f.clone()));
+    assert!(!f.same_object(&g));
+    assert!(!g.same_object(&f));
+    p.unlink("/f").unwrap();
+    p.write_file("/f", b"z").unwrap();
+    assert!(!f.same_object(&open("/f")));
+}
