@@ -82,9 +82,11 @@
 //! - A directory moved on the host becomes a new directory to the engine (an engine
 //!   directory has one dentry, whose children are its own); one removed is found empty
 //!   and dead, like an rmdir'ed one, by a caller standing in it.
-//! - Opening a file whose name was replaced after the walk checked it (`ESTALE` from the
-//!   host) expires what the engine knew, and the open walks again (up to 8 times), as
-//!   Linux retries an NFS lookup.
+//! - A file's data is opened by its known names in turn, the one a revalidation last
+//!   found naming it first, each checked to still name it (a name the host gave to another
+//!   object, or took away, is skipped). If none does (`ESTALE`: the name was replaced
+//!   after the walk checked it), what the engine knew expires, and the open walks again
+//!   (up to 8 times), as Linux retries an NFS lookup.
 //!
 //! What a caller can see: a change made on the host becomes visible at most one TTL after
 //! it is made, plus one use (the use that finds the deadline past asks the host). Within
@@ -512,6 +514,19 @@ impl HostFs {
         }
     }
 
+    /// `name` in `dir` was just found to name `inode`: it goes first among the node's
+    /// names, so that the object's data is opened by it (the walk that found the object
+    /// came by it) before any name the host may have given to another object since.
+    fn promote(&self, inode: &Inode, dir: &Arc<OwnedFd>, name: &[u8]) {
+        let Ok(node) = self.node_of(inode) else {
+            return;
+        };
+        let mut names = node.names.lock();
+        if let Some(i) = names.list.iter().position(|n| same_name(n, dir, name)) {
+            names.list[..=i].rotate_right(1);
+        }
+    }
+
     /// `name` in `dir` no longer names `inode`: drop it from the node's names, and with the
     /// last, the node from the cache.
     fn unname(&self, inode: &Inode, dir: &Arc<OwnedFd>, name: &[u8]) {
@@ -766,6 +781,7 @@ impl FileSystem for HostFs {
             return Ok(false);
         }
         inode.refresh(&st);
+        self.promote(inode, &fd, name);
         Ok(true)
     }
 
@@ -816,33 +832,51 @@ impl FileSystem for HostFs {
 
     fn open_data(&self, inode: &Inode, write: bool) -> Result<OwnedFd> {
         let node = self.node_of(inode)?;
-        let (dir, name) = {
+        let names: Vec<HostName> = {
             let names = node.names.lock();
-            match (names.list.first(), &names.anon) {
-                (Some((d, n)), _) => (d.clone(), n.clone()),
+            match (names.list.is_empty(), &names.anon) {
+                (false, _) => names.list.clone(),
                 // Read-write, like every `O_TMPFILE` descriptor.
-                (None, Some(anon)) => return rustix::io::dup(anon).map_err(host),
-                (None, None) => return Err(Errno::ENOENT),
+                (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
+                (true, None) => return Err(Errno::ENOENT),
             }
         };
         drop(node);
-        let open = |acc| {
-            open_at(
-                &dir,
-                &name,
-                acc | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-                inode.ino,
-            )
-        };
-        if !write {
-            return open(OFlags::RDONLY);
+        // Each known name in turn, the last one checked first: a name the host gave to
+        // another object (`ESTALE`) or took away (`ENOENT`) may be one the engine has not
+        // revalidated yet, and the object may still be reachable by another. Before this,
+        // a stale first name failed every retry of the open although the walk had just
+        // checked the name it came by (see `promote`).
+        let mut err = Errno::ENOENT;
+        for (dir, name) in &names {
+            let open = |acc| {
+                open_at(
+                    dir,
+                    name,
+                    acc | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                    inode.ino,
+                )
+            };
+            let r = if !write {
+                open(OFlags::RDONLY)
+            } else {
+                // The engine checked the caller's access; the server may still lack read
+                // access on the host (a write-only file of a server that is not root).
+                match open(OFlags::RDWR) {
+                    Err(Errno::EACCES) => open(OFlags::WRONLY),
+                    r => r,
+                }
+            };
+            match r {
+                Err(e @ (Errno::ESTALE | Errno::ENOENT)) => {
+                    if e == Errno::ESTALE {
+                        err = e;
+                    }
+                }
+                r => return r,
+            }
         }
-        // The engine checked the caller's access; the server may still lack read access
-        // on the host (a write-only file of a server that is not root).
-        match open(OFlags::RDWR) {
-            Err(Errno::EACCES) => open(OFlags::WRONLY),
-            r => r,
-        }
+        Err(err)
     }
 
     fn create(

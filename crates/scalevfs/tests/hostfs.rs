@@ -1190,6 +1190,41 @@ fn the_shared_policy_trusts_the_cache_within_its_ttl() {
     assert!(p.lstat("/n2").is_ok());
 }
 
+/// An object known by two names opens by the one that still names it. Here `p` and `q`
+/// are hard links of one file; the host then gives `p` to another file. Opening `q`
+/// (checked and current) must read the first file: the engine opened the data by the
+/// first name it had learnt, `p`, so every retry of the open failed with `ESTALE` (the
+/// race test with a TTL found it as a name `tmp` left ahead of `a`). At TTL 0 too, where
+/// the walk checks `q` before the open.
+#[test]
+fn an_object_opens_by_a_name_that_still_names_it() {
+    for ttl_ms in [3_600_000, 0] {
+        let s = Scratch::new(&format!("stale-first-name-{ttl_ms}"));
+        let r = |x: &str| s.0.join(x);
+        std::fs::create_dir(r("d")).unwrap();
+        std::fs::write(r("d/p"), b"first").unwrap();
+        std::fs::hard_link(r("d/p"), r("d/q")).unwrap();
+        // The engine learns the names in the host's listing order: the first one listed
+        // is the one the host then gives away.
+        let order: Vec<String> = std::fs::read_dir(r("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        let (gone, kept) = (format!("d/{}", order[0]), format!("/d/{}", order[1]));
+        let vfs = serve_shared(&s.0, ttl_ms);
+        let p = vfs.process(Creds::root());
+        assert_eq!(engine_names(&p, "/d"), [b"p".to_vec(), b"q".to_vec()]);
+        std::fs::write(r("d/new"), b"second").unwrap();
+        std::fs::rename(r("d/new"), r(&gone)).unwrap();
+        assert_eq!(p.read_file(&kept).unwrap(), b"first", "ttl {ttl_ms} ms");
+        let fd = p.open(&kept, VO::RDWR, 0).unwrap();
+        p.write(fd, b"FIRST").unwrap();
+        p.close(fd).unwrap();
+        assert_eq!(std::fs::read(r(&kept[1..])).unwrap(), b"FIRST");
+        assert_eq!(std::fs::read(r(&gone)).unwrap(), b"second");
+    }
+}
+
 /// `fstat` of what a caller holds open revalidates too under the shared policy (and so
 /// does FUSE's GETATTR, which goes through it): an open file's size and mode, one still
 /// open after its name went on the host (its link count goes to 0), a directory's mode,
