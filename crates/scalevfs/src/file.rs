@@ -379,6 +379,27 @@ impl FdBits {
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
+    /// The summary is exact: one bit per word of `open`, set exactly when that word is
+    /// full, and no longer than it needs to be.
+    #[cfg(test)]
+    fn assert_summary(&self) {
+        assert_eq!(
+            self.full.len(),
+            self.open.len().div_ceil(64),
+            "summary length"
+        );
+        for (w, word) in self.open.iter().enumerate() {
+            let marked = self.full[w / 64] & (1 << (w % 64)) != 0;
+            assert_eq!(marked, *word == u64::MAX, "summary bit of word {w}");
+        }
+        for (f, bits) in self.full.iter().enumerate() {
+            let words = self.open.len().saturating_sub(f * 64);
+            if words < 64 {
+                assert_eq!(bits >> words, 0, "summary bits past the end");
+            }
+        }
+    }
+
     fn set(&mut self, i: usize) {
         let w = i / 64;
         if w >= self.open.len() {
@@ -645,6 +666,7 @@ mod tests {
             assert_eq!(b.lowest_free(), i);
             b.set(i);
         }
+        b.assert_summary();
         // A hole deep inside full blocks is found, and so is the end after refilling it.
         b.clear(64 * 64 + 7);
         assert_eq!(b.lowest_free(), 64 * 64 + 7);
@@ -685,6 +707,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(b.lowest_free(), model_lowest(&taken));
+                b.assert_summary();
                 for &t in taken.iter().take(50) {
                     prop_assert!(b.is_set(t));
                 }
