@@ -57,7 +57,7 @@
 //! the pointer read valid (stale) memory and are stopped by the sequence counter.
 //!
 //! A name that nobody uses can also be *evicted* to bound the cache ([`DHash::d_evict`],
-//! called by the sweep in `fs`): it is unhashed like a dropped one, but only after one CAS
+//! called by the sweep in `backend`): it is unhashed like a dropped one, but only after one CAS
 //! moved its count from 1 (the hash's) straight to dead, so a lockless reader either took
 //! its reference before (and the eviction fails) or cannot take one after.
 //!
@@ -105,7 +105,7 @@ pub const MOUNTED: u32 = 2;
 pub const UNHASHED: u32 = 4;
 /// Flag: looked up since the cache's last sweep passed it (CLOCK's reference bit, like
 /// Linux's `DCACHE_REFERENCED`). Set at creation and by lookups that find it clear;
-/// cleared by the sweep (see `fs`, "Bounded caches").
+/// cleared by the sweep (see `backend`, "Bounded caches").
 pub const REFERENCED: u32 = 8;
 
 /// The fields written on paths other than lookup, on their own cache line.

@@ -63,7 +63,7 @@
 //! directories on the host while resolving through hostfs).
 //!
 //! [`Policy::Shared`]: another writer may change the tree. What was loaded is trusted for
-//! the TTL, then revalidated at its next use (`fs`, "Revalidation"):
+//! the TTL, then revalidated at its next use (`backend`, "Revalidation"):
 //! - A directory's entries: the directory is `fstat`ed through its descriptor; if its host
 //!   mtime and ctime are those of its last listing, the entries stay; else it is listed
 //!   again, and the engine replaces the names that now name other objects, forgets the ones
@@ -104,7 +104,7 @@
 //! Without caps ([`HostFsOptions::max_dentries`], [`HostFsOptions::max_inodes`]), every
 //! loaded object stays in the inode cache, and every loaded directory keeps its
 //! descriptor, until its last name goes or the file system is dropped with its last mount.
-//! With them, the engine's sweep (`fs`, "Bounded caches") evicts unused names of files,
+//! With them, the engine's sweep (`backend`, "Bounded caches") evicts unused names of files,
 //! symlinks and special files, and negative entries; an object goes from the inode cache
 //! once only the cache holds it (no cached name, no open file, a grace period after its
 //! last name went): `HostFs::trim` runs after each directory load and evicts such
@@ -126,8 +126,8 @@
 //! under those engine locks, and two changes of one directory reach the host in the order
 //! the engine made them.
 
+use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
-use crate::fs::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
 use crate::types::{mode::*, Stat, StatFs, Timespec};

@@ -101,11 +101,11 @@ pub struct DirState {
     pub loading: bool,
     /// The file system found this directory changed behind the engine (a name it knew
     /// now names another object, or is gone): its next lock reloads it, whatever its
-    /// deadline says (see `fs`, "Revalidation").
+    /// deadline says (see `backend`, "Revalidation").
     pub stale: bool,
     /// How many sweeps of the cache had started when it was last loaded: the next sweep
     /// leaves its children alone, so a caller that loads two directories before it locks
-    /// both does not see the first unloaded by the second's sweep (see `fs`, "Bounded
+    /// both does not see the first unloaded by the second's sweep (see `backend`, "Bounded
     /// caches"). 32 bits (compared with wrapping), so it fits beside the flags and a
     /// directory's state, and with it every inode, stays as large as before.
     pub loaded_at: u32,

@@ -23,10 +23,10 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod dentry;
 mod errno;
 mod file;
-mod fs;
 #[cfg(not(loom))]
 mod hostfs;
 pub mod icache;
@@ -45,9 +45,9 @@ mod walk;
 #[path = "bench_internals.rs"]
 pub mod __bench;
 
+pub use backend::{FsStats, SuperBlock, NEGATIVE_FLOOR};
 pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
-pub use fs::{FsStats, SuperBlock, NEGATIVE_FLOOR};
 #[cfg(not(loom))]
 pub use hostfs::{HostFs, HostFsOptions, Policy as HostPolicy};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};

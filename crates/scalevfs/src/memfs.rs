@@ -3,7 +3,7 @@
 //! The dentry tree *is* the directory structure, as in Linux tmpfs: every directory is
 //! always complete in the dentry cache, so a lookup that misses under the directory lock is
 //! an authoritative "no such name" and the file system is never asked. [`MemFs`] is what
-//! memfs adds to the engine's [`SuperBlock`] (see `fs`): the inode-number allocator and the
+//! memfs adds to the engine's [`SuperBlock`] (see `backend`): the inode-number allocator and the
 //! usage counters, as the [`FileSystem`] implementation; [`MemFs::new`] makes the
 //! superblock to mount.
 //!
@@ -24,8 +24,8 @@
 //! No locks: the counters are atomic (striped, or exact under a limit), and an inode's
 //! per-owner count moves by compare-and-swap on `Inode::quota_uid`.
 
+use crate::backend::{CacheOptions, FileSystem, SuperBlock};
 use crate::errno::{Errno, Result};
-use crate::fs::{CacheOptions, FileSystem, SuperBlock};
 use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
 use crate::sync::Mutex;
 use crate::sync::{PerUserCounts, UsageCounter};

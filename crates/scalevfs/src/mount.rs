@@ -43,8 +43,8 @@
 //! Fields outside a lock: `detached` is written and read under the mount lock; `users` is
 //! atomic (see above).
 
+use crate::backend::SuperBlock;
 use crate::dentry::DRef;
-use crate::fs::SuperBlock;
 use crate::sync::{fence, AtomicBool, Mutex, SeqCount, StripedCounter};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};

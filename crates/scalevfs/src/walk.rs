@@ -10,7 +10,7 @@
 //! against the mount sequence counter, and the walk's result carries the counters the
 //! caller re-checks after using it (`stat`, `access` and `readlink` finish inside the guard
 //! and take no reference at all; `open` takes its references, then validates). On a file
-//! system with a TTL (`fs`, "Revalidation") it also reads the deadline of each directory it
+//! system with a TTL (`backend`, "Revalidation") it also reads the deadline of each directory it
 //! searches and of the object it ends at, and falls back when one is past (`fresh`).
 //!
 //! # Locked walk
@@ -179,7 +179,7 @@ pub(crate) enum Found<'a, 'g> {
 pub(crate) struct Walked<'a, 'g> {
     pub found: Found<'a, 'g>,
     /// Whether a path cache may keep this walk: it passed through no file system that
-    /// revalidates what it caches (a TTL policy, see `fs`, "Revalidation"), whose deadlines
+    /// revalidates what it caches (a TTL policy, see `backend`, "Revalidation"), whose deadlines
     /// a path-cache entry would not see.
     pub cacheable: bool,
     locked: bool,
@@ -445,7 +445,7 @@ fn walk_inner<'a, 'g: 'a>(
     }
 }
 
-/// With a TTL policy (see `fs`, "Revalidation"): makes sure what is cached of `p`'s
+/// With a TTL policy (see `backend`, "Revalidation"): makes sure what is cached of `p`'s
 /// object is within its deadline. The fast walk falls back when it is not (it may not call
 /// the file system, as Linux's RCU walk returns `-ECHILD` from `d_revalidate`); the locked
 /// walk revalidates: a directory is listed again if it changed, any other object's

@@ -35,10 +35,10 @@
 //! replaces a directory in another parent, takes it (it keeps the ancestry stable for the
 //! loop check). Renames of files across directories take just the two directory locks.
 
+use crate::backend::{StoreAttr, SuperBlock};
 use crate::dentry::{DPtr, DRef, Dentry, IPtr, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{host, Errno, Result};
 use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
-use crate::fs::{StoreAttr, SuperBlock};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};
@@ -234,8 +234,8 @@ impl<'a> DirLocks<'a> {
 
     /// Whether every held directory is loaded and no other caller is loading or
     /// revalidating one (see `SuperBlock::settled`). A sweep of the cache may have
-    /// unloaded one since the caller loaded it (`fs`, "Bounded caches"), and a
-    /// revalidation drops the lock while the file system answers (`fs`, "Revalidation"): a
+    /// unloaded one since the caller loaded it (`backend`, "Bounded caches"), and a
+    /// revalidation drops the lock while the file system answers (`backend`, "Revalidation"): a
     /// caller that finds them unsettled drops the locks and loads again
     /// (`SuperBlock::ensure_loaded`) before it changes anything.
     fn settled(&self) -> bool {

@@ -562,7 +562,7 @@ pub struct FsStats {
     pub dentries: u64,
     /// Dentries evicted to keep the cache within its cap.
     pub dentry_evictions: u64,
-    /// Revalidations that asked the file system, with a TTL policy (see `fs`,
+    /// Revalidations that asked the file system, with a TTL policy (see `backend`,
     /// "Revalidation"): of a directory's entries, or of an object's attributes.
     pub revalidations: u64,
 }
