@@ -83,12 +83,15 @@ impl Process {
     }
 
     /// Removes a directory and everything in it, like `std::fs::remove_dir_all`. Symlinks
-    /// are removed, never followed. Works relative to directory descriptors, so the depth
-    /// of the tree does not matter (no path is built).
+    /// are removed, never followed (`path` itself included); any other object that is not
+    /// a directory is `ENOTDIR`, as with std. Works relative to directory descriptors, so
+    /// the depth of the tree does not matter (no path is built).
     pub fn remove_dir_all(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        if !self.lstat(path)?.is_dir() {
-            return self.unlink(path);
+        match self.lstat(path)?.file_type() {
+            Some(FileType::Directory) => {}
+            Some(FileType::Symlink) => return self.unlink(path),
+            _ => return Err(Errno::ENOTDIR),
         }
         let dir = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
         let top = self.open(path, dir, 0)?;
