@@ -24,6 +24,14 @@ macro_rules! errnos {
                     _ => "E?",
                 }
             }
+
+            /// Linux's message, e.g. `"No such file or directory"`.
+            fn message(self) -> Option<&'static str> {
+                match self.0 {
+                    $($val => Some($msg),)*
+                    _ => None,
+                }
+            }
         }
     };
 }
@@ -83,17 +91,48 @@ impl fmt::Debug for Errno {
     }
 }
 
+/// The message and the name: "No such file or directory (ENOENT)".
 impl fmt::Display for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+        match self.message() {
+            Some(m) => write!(f, "{m} ({})", self.name()),
+            None => write!(f, "{}", std::io::Error::from_raw_os_error(self.0)),
+        }
     }
 }
 
 impl std::error::Error for Errno {}
 
+impl Errno {
+    /// The [`std::io::ErrorKind`] Rust's standard library gives this errno on Linux.
+    pub fn kind(self) -> std::io::ErrorKind {
+        std::io::Error::from_raw_os_error(self.0).kind()
+    }
+
+    /// The errno an I/O error carries: one made from an [`Errno`], or an OS error.
+    ///
+    /// ```
+    /// use scalevfs::Errno;
+    /// let e = std::io::Error::from(Errno::ENOTEMPTY);
+    /// assert_eq!(e.kind(), std::io::ErrorKind::DirectoryNotEmpty);
+    /// assert_eq!(e.to_string(), "Directory not empty (ENOTEMPTY)");
+    /// assert_eq!(Errno::of(&e), Some(Errno::ENOTEMPTY));
+    /// assert_eq!(Errno::of(&std::io::Error::from_raw_os_error(2)), Some(Errno::ENOENT));
+    /// ```
+    pub fn of(e: &std::io::Error) -> Option<Errno> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<Errno>())
+            .copied()
+            .or_else(|| e.raw_os_error().map(Errno))
+    }
+}
+
+/// An I/O error of the errno's [`kind`](Errno::kind), whose message names it
+/// ([`Errno::of`] gives it back). Its `raw_os_error()` is `None`: the error comes from
+/// the engine, not from the OS.
 impl From<Errno> for std::io::Error {
     fn from(e: Errno) -> Self {
-        std::io::Error::from_raw_os_error(e.0)
+        std::io::Error::new(e.kind(), e)
     }
 }
 

@@ -27,6 +27,7 @@ mod backend;
 mod dentry;
 mod errno;
 mod file;
+pub mod fs;
 #[cfg(not(loom))]
 mod hostfs;
 pub mod icache;
@@ -39,6 +40,11 @@ mod process;
 pub mod sync;
 mod types;
 mod walk;
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExamples;
 
 /// Engine internals for the criterion benchmarks; not part of the API.
 #[doc(hidden)]

@@ -228,6 +228,21 @@ impl FileType {
         }
     }
 
+    /// Whether it is a directory.
+    pub fn is_dir(self) -> bool {
+        self == FileType::Directory
+    }
+
+    /// Whether it is a regular file.
+    pub fn is_file(self) -> bool {
+        self == FileType::Regular
+    }
+
+    /// Whether it is a symbolic link.
+    pub fn is_symlink(self) -> bool {
+        self == FileType::Symlink
+    }
+
     /// The `d_type` value (`DT_*`).
     pub fn d_type(self) -> u8 {
         (self.mode_bits() >> 12) as u8
