@@ -24,6 +24,8 @@ echo "== clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
+echo "== a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
+cargo run --release -p scalevfs --example std_habits
 echo "== differential cases and plans on hostfs (writes through to a host tmpfs directory)"
 SCALEVFS_TEST_BACKEND=host PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
     cargo test --release -p scalevfs --test semantics --test plans

@@ -31,6 +31,40 @@
 //! # }
 //! ```
 //!
+//! ## std::fs with only the import changed
+//!
+//! The module's free functions and `File::open`, `File::create`, `OpenOptions::new` and
+//! `DirBuilder::new` act for one process-wide [`Process`], [`current()`], as `std::fs` acts
+//! for the calling OS process (so its working directory is shared by all threads, as the
+//! OS's is). Unless [`set_current`] named another first, it is root in a namespace of its
+//! own: an empty in-memory file system (memfs) with a `/tmp` (mode `1777`), umask `022`.
+//! Code written for `std::fs` then runs against the engine once its import is changed:
+//!
+//! ```
+//! use scalevfs::fs::{self, File}; // was: use std::fs::{self, File};
+//! use std::io::Write;
+//!
+//! # fn main() -> std::io::Result<()> {
+//! fs::create_dir_all("/tmp/app/logs")?;
+//! let mut f = File::create("/tmp/app/logs/today")?;
+//! writeln!(f, "started")?;
+//! for entry in fs::read_dir("/tmp/app/logs")? {
+//!     let entry = entry?;
+//!     assert_eq!(entry.file_name(), "today");
+//!     assert_eq!(entry.metadata()?.len(), 8);
+//! }
+//! fs::rename("/tmp/app", "/tmp/app.old")?;
+//! assert!(!fs::exists("/tmp/app")?);
+//! fs::remove_dir_all("/tmp/app.old")?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/std_habits` runs one program both ways, on `std::fs` and here, and compares
+//! what it saw.
+//!
+//! ## Errors
+//!
 //! Errors are [`std::io::Error`]s with the [`ErrorKind`](std::io::ErrorKind) Linux's errno
 //! maps to, and the errno's name in their message ("No such file or directory (ENOENT)");
 //! [`Errno::of`] gives the errno back. The POSIX calls of [`Process`] stay: both are
@@ -38,16 +72,18 @@
 //!
 //! This module owns no lock and no epoch-protected pointer: a [`File`] is a [`Handle`]
 //! (an open file description, closed when the last reference goes) and the process that
-//! acts through it.
+//! acts through it. The current process is set once (a `OnceLock`) and never replaced.
 
+pub use crate::FileType;
 use crate::{
-    AtFlags, DirEntry as RawEntry, Errno, FileType, Handle, OFlags, Process, Stat, Timespec, Whence,
+    AtFlags, Creds, DirEntry as RawEntry, Errno, Handle, OFlags, Process, Stat, Timespec, Vfs,
+    Whence,
 };
 use std::ffi::OsString;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 /// The engine's errors, as `std::io` results.
@@ -58,6 +94,191 @@ const DIR_BATCH: usize = 128;
 
 /// The chunk [`Fs::copy`] reads and writes.
 const COPY_CHUNK: usize = 64 << 10;
+
+/// The process of [`current()`], once made or set.
+static CURRENT: OnceLock<Process> = OnceLock::new();
+
+/// The process the free functions of this module act for: the one [`set_current`] gave,
+/// or else (made at the first call) root in a namespace of its own, an empty memfs with a
+/// `/tmp` of mode `1777`, working directory `/`, umask `022`.
+///
+/// ```
+/// scalevfs::fs::write("/tmp/note", "hi")?;
+/// // The POSIX calls reach the same namespace.
+/// assert_eq!(scalevfs::fs::current().stat("/tmp/note")?.size, 2);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn current() -> &'static Process {
+    CURRENT.get_or_init(|| {
+        let p = Vfs::new_memfs().process(Creds::root());
+        // A fresh namespace: neither call can fail.
+        p.mkdir("/tmp", 0o777).expect("mkdir /tmp in a new memfs");
+        p.chmod("/tmp", 0o1777).expect("chmod /tmp in a new memfs");
+        p
+    })
+}
+
+/// Makes `p` the process the free functions act for: any namespace (hostfs, mounts) and
+/// any credentials. Only before the first use of [`current()`]; after it, `p` comes back
+/// as the error, and the current process stays.
+///
+/// ```
+/// use scalevfs::{Creds, Vfs};
+/// let vfs = Vfs::new_memfs();
+/// let me = vfs.process(Creds::root());
+/// me.mkdir("/data", 0o755)?;
+/// if scalevfs::fs::set_current(me).is_ok() {
+///     assert!(scalevfs::fs::metadata("/data")?.is_dir());
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn set_current(p: Process) -> Result<(), Process> {
+    CURRENT.set(p)
+}
+
+/// The current process's view.
+fn cur() -> Fs<'static> {
+    current().fs()
+}
+
+/// [`Fs::metadata`] for the [`current()`] process, as `std::fs::metadata`.
+pub fn metadata(path: impl AsRef<Path>) -> IoResult<Metadata> {
+    cur().metadata(path)
+}
+
+/// [`Fs::symlink_metadata`] for the [`current()`] process, as `std::fs::symlink_metadata`.
+pub fn symlink_metadata(path: impl AsRef<Path>) -> IoResult<Metadata> {
+    cur().symlink_metadata(path)
+}
+
+/// Whether `path` names an object, as `std::fs::exists`: `Ok(false)` for `ENOENT`, an
+/// error when that cannot be told ([`Fs::try_exists`] for the [`current()`] process).
+pub fn exists(path: impl AsRef<Path>) -> IoResult<bool> {
+    cur().try_exists(path)
+}
+
+/// [`Fs::read`] for the [`current()`] process, as `std::fs::read`.
+pub fn read(path: impl AsRef<Path>) -> IoResult<Vec<u8>> {
+    cur().read(path)
+}
+
+/// [`Fs::read_to_string`] for the [`current()`] process, as `std::fs::read_to_string`.
+pub fn read_to_string(path: impl AsRef<Path>) -> IoResult<String> {
+    cur().read_to_string(path)
+}
+
+/// [`Fs::write`] for the [`current()`] process, as `std::fs::write`.
+pub fn write(path: impl AsRef<Path>, contents: impl AsRef<[u8]>) -> IoResult<()> {
+    cur().write(path, contents)
+}
+
+/// [`Fs::create_dir`] for the [`current()`] process, as `std::fs::create_dir`.
+pub fn create_dir(path: impl AsRef<Path>) -> IoResult<()> {
+    cur().create_dir(path)
+}
+
+/// [`Fs::create_dir_all`] for the [`current()`] process, as `std::fs::create_dir_all`.
+pub fn create_dir_all(path: impl AsRef<Path>) -> IoResult<()> {
+    cur().create_dir_all(path)
+}
+
+/// [`Fs::remove_file`] for the [`current()`] process, as `std::fs::remove_file`.
+pub fn remove_file(path: impl AsRef<Path>) -> IoResult<()> {
+    cur().remove_file(path)
+}
+
+/// [`Fs::remove_dir`] for the [`current()`] process, as `std::fs::remove_dir`.
+pub fn remove_dir(path: impl AsRef<Path>) -> IoResult<()> {
+    cur().remove_dir(path)
+}
+
+/// [`Fs::remove_dir_all`] for the [`current()`] process, as `std::fs::remove_dir_all`.
+pub fn remove_dir_all(path: impl AsRef<Path>) -> IoResult<()> {
+    cur().remove_dir_all(path)
+}
+
+/// [`Fs::rename`] for the [`current()`] process, as `std::fs::rename`.
+pub fn rename(from: impl AsRef<Path>, to: impl AsRef<Path>) -> IoResult<()> {
+    cur().rename(from, to)
+}
+
+/// [`Fs::copy`] for the [`current()`] process, as `std::fs::copy`.
+pub fn copy(from: impl AsRef<Path>, to: impl AsRef<Path>) -> IoResult<u64> {
+    cur().copy(from, to)
+}
+
+/// [`Fs::hard_link`] for the [`current()`] process, as `std::fs::hard_link`.
+pub fn hard_link(original: impl AsRef<Path>, link: impl AsRef<Path>) -> IoResult<()> {
+    cur().hard_link(original, link)
+}
+
+/// [`Fs::symlink`] for the [`current()`] process, as `std::os::unix::fs::symlink`.
+pub fn symlink(original: impl AsRef<Path>, link: impl AsRef<Path>) -> IoResult<()> {
+    cur().symlink(original, link)
+}
+
+/// [`Fs::read_link`] for the [`current()`] process, as `std::fs::read_link`.
+pub fn read_link(path: impl AsRef<Path>) -> IoResult<PathBuf> {
+    cur().read_link(path)
+}
+
+/// [`Fs::canonicalize`] for the [`current()`] process, as `std::fs::canonicalize`.
+pub fn canonicalize(path: impl AsRef<Path>) -> IoResult<PathBuf> {
+    cur().canonicalize(path)
+}
+
+/// [`Fs::set_permissions`] for the [`current()`] process, as `std::fs::set_permissions`.
+pub fn set_permissions(path: impl AsRef<Path>, perm: Permissions) -> IoResult<()> {
+    cur().set_permissions(path, perm)
+}
+
+/// [`Fs::read_dir`] for the [`current()`] process, as `std::fs::read_dir`.
+pub fn read_dir(path: impl AsRef<Path>) -> IoResult<ReadDir<'static>> {
+    cur().read_dir(path)
+}
+
+impl File<'static> {
+    /// Opens a file for reading as the [`current()`] process, as `std::fs::File::open`.
+    pub fn open(path: impl AsRef<Path>) -> IoResult<File<'static>> {
+        cur().open(path)
+    }
+
+    /// Creates or truncates a file for writing as the [`current()`] process, as
+    /// `std::fs::File::create`.
+    pub fn create(path: impl AsRef<Path>) -> IoResult<File<'static>> {
+        cur().create(path)
+    }
+
+    /// Creates a new file for reading and writing as the [`current()`] process, failing
+    /// if the name is taken, as `std::fs::File::create_new`.
+    pub fn create_new(path: impl AsRef<Path>) -> IoResult<File<'static>> {
+        cur().create_new(path)
+    }
+
+    /// Options to open a file with as the [`current()`] process, as
+    /// `std::fs::File::options`.
+    pub fn options() -> OpenOptions<'static> {
+        cur().options()
+    }
+}
+
+impl OpenOptions<'static> {
+    /// Options to open a file with as the [`current()`] process, nothing set, as
+    /// `std::fs::OpenOptions::new`.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> OpenOptions<'static> {
+        cur().options()
+    }
+}
+
+impl DirBuilder<'static> {
+    /// A builder of directories for the [`current()`] process, as
+    /// `std::fs::DirBuilder::new`.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> DirBuilder<'static> {
+        cur().dir_builder()
+    }
+}
 
 impl Process {
     /// This process's view in the shape of `std::fs` (see the [`fs`](crate::fs) module).
@@ -115,7 +336,7 @@ impl<'p> Fs<'p> {
 
     /// Options to open a file with, as `std::fs::OpenOptions::new()`.
     pub fn options(&self) -> OpenOptions<'p> {
-        OpenOptions::new(self.p)
+        OpenOptions::with(self.p)
     }
 
     /// A builder of directories, as `std::fs::DirBuilder::new()`.
@@ -385,7 +606,7 @@ pub struct OpenOptions<'p> {
 }
 
 impl<'p> OpenOptions<'p> {
-    fn new(p: &'p Process) -> OpenOptions<'p> {
+    fn with(p: &'p Process) -> OpenOptions<'p> {
         OpenOptions {
             p,
             read: false,
@@ -1061,5 +1282,44 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
         assert!(!fs.exists("/nowhere"));
+    }
+
+    /// The current process is made once, is the same for every thread, and cannot be
+    /// replaced once used. (The only test of this binary that touches it.)
+    #[test]
+    fn the_current_process_is_made_once_and_kept() {
+        write("/tmp/mine", "x").unwrap();
+        let other = Vfs::new_memfs().process(Creds::root());
+        assert!(set_current(other).is_err());
+        let seen = std::thread::spawn(|| read_to_string("/tmp/mine").unwrap())
+            .join()
+            .unwrap();
+        assert_eq!(seen, "x");
+        let tmp = metadata("/tmp").unwrap();
+        assert_eq!(tmp.permissions().mode(), 0o1777);
+        assert!(exists("/tmp/mine").unwrap() && !exists("/tmp/theirs").unwrap());
+        assert_eq!(
+            exists("/tmp/mine/x").unwrap_err().kind(),
+            io::ErrorKind::NotADirectory
+        );
+        let mut f = File::options().append(true).open("/tmp/mine").unwrap();
+        f.write_all(b"y").unwrap();
+        DirBuilder::new()
+            .recursive(true)
+            .create("/tmp/a/b")
+            .unwrap();
+        assert_eq!(
+            OpenOptions::new()
+                .read(true)
+                .open("/tmp/a")
+                .unwrap()
+                .metadata()
+                .unwrap()
+                .file_type(),
+            FileType::Directory
+        );
+        assert_eq!(read("/tmp/mine").unwrap(), b"xy");
+        remove_dir_all("/tmp/a").unwrap();
+        remove_file("/tmp/mine").unwrap();
     }
 }
