@@ -24,6 +24,10 @@ echo "== clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
+echo "== the CLI without its benchmark peers (cargo install --no-default-features)"
+cargo test --release -p scalevfs-cli --no-default-features
+echo "== every rust-version holds for a fresh resolution (what cargo install without --locked builds)"
+bash scripts/check-msrv.sh
 echo "== a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
 cargo run --release -p scalevfs --example std_habits
 echo "== differential cases and plans on hostfs (writes through to a host tmpfs directory)"

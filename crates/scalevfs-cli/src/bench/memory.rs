@@ -18,7 +18,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use super::target::{Engine, Kernel, System, Target, VfsMem, WasmerMem};
+use super::target::{Engine, Kernel, System, Target};
+#[cfg(feature = "peers")]
+use super::target::{VfsMem, WasmerMem};
 use super::Error;
 
 /// Files per directory of the tree.
@@ -181,8 +183,14 @@ pub fn child(system: System, files: usize) -> Result<(), Error> {
     }
     let (bytes, what) = match system {
         System::Scalevfs => (measure(Engine::new_memfs(), files)?, scalevfs_layout()),
+        #[cfg(feature = "peers")]
         System::Vfs => (measure(VfsMem::new(), files)?, String::new()),
+        #[cfg(feature = "peers")]
         System::Wasmer => (measure(WasmerMem::new(), files)?, String::new()),
+        #[cfg(not(feature = "peers"))]
+        System::Vfs | System::Wasmer => {
+            return Err(format!("{} is not in this build", system.name()).into())
+        }
         System::Kernel | System::Fuse => {
             return Err(format!("W12 is not measured in a child for {}", system.name()).into())
         }
@@ -211,7 +219,7 @@ mod tests {
 
     #[test]
     fn fill_and_empty_build_and_remove_the_tree() {
-        let t = VfsMem::new();
+        let t = Engine::new_memfs();
         fill(&t, 2 * PER_DIR + 5).unwrap();
         assert!(t.stat(&t.path("w12/d2/f4")).unwrap().is_file());
         assert!(t.stat(&t.path("w12/d2/f5")).is_err());

@@ -5,7 +5,8 @@
 //! - `kernel`: real system calls on a fresh tmpfs directory (the reference).
 //! - `vfs`, `wasmer`: the in-process peers, the `vfs` crate's `MemoryFS` and wasmer's
 //!   `virtual-fs` memory file system, on the workloads whose operations they have
-//!   ([`target::peers`](target)).
+//!   ([`target::peers`](target)). They come with the `peers` cargo feature, on by default;
+//!   a build without it measures the other three and refuses `--systems vfs,wasmer`.
 //! - `scalevfs`: the engine's API, in this process.
 //! - `fuse`: the engine served through FUSE from this process, mounted on a fresh directory
 //!   under the temporary directory, and used with the same system calls as `kernel` (the same
@@ -47,7 +48,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memory::MemFigure;
 use report::{Columns, Figure, Summary};
 use runner::Cpus;
-use target::{fuse, Engine, HostDir, Kernel, System, Target, VfsMem, WasmerMem};
+use target::{fuse, Engine, HostDir, Kernel, System, Target};
+#[cfg(feature = "peers")]
+use target::{VfsMem, WasmerMem};
 use workloads::{Case, Sizes, Workload};
 
 /// Run duration and count by default.
@@ -153,6 +156,7 @@ impl Plan {
         let workloads = pick(&args.only);
         let systems: Vec<System> = System::ALL
             .into_iter()
+            .filter(|s| s.is_built())
             .filter(|s| args.systems.is_empty() || args.systems.contains(s))
             .collect();
         let mut threads = args.threads.clone();
@@ -200,7 +204,9 @@ impl Plan {
 /// The systems being measured, each present if selected (and, for fuse, possible here).
 struct Systems {
     kernel: Option<Kernel>,
+    #[cfg(feature = "peers")]
     vfs: Option<VfsMem>,
+    #[cfg(feature = "peers")]
     wasmer: Option<WasmerMem>,
     engine: Option<Engine>,
     /// The kernel's code, rooted at a FUSE mount of scalevfs.
@@ -226,7 +232,9 @@ impl Systems {
             .systems
             .contains(&System::Scalevfs)
             .then(Engine::new_memfs);
+        #[cfg(feature = "peers")]
         let vfs = plan.systems.contains(&System::Vfs).then(VfsMem::new);
+        #[cfg(feature = "peers")]
         let wasmer = plan.systems.contains(&System::Wasmer).then(WasmerMem::new);
         let (mut fuse, mut fuse_skipped) = (None, None);
         if plan.systems.contains(&System::Fuse) {
@@ -242,7 +250,9 @@ impl Systems {
         }
         Ok(Systems {
             kernel,
+            #[cfg(feature = "peers")]
             vfs,
+            #[cfg(feature = "peers")]
             wasmer,
             engine,
             fuse,
@@ -250,9 +260,20 @@ impl Systems {
         })
     }
 
+    /// Whether `sys` is a peer being measured.
+    fn has_peer(&self, sys: System) -> bool {
+        match sys {
+            #[cfg(feature = "peers")]
+            System::Vfs => self.vfs.is_some(),
+            #[cfg(feature = "peers")]
+            System::Wasmer => self.wasmer.is_some(),
+            _ => false,
+        }
+    }
+
     /// The table's optional columns.
     fn columns(&self) -> Columns {
-        let peers = self.vfs.is_some() || self.wasmer.is_some();
+        let peers = self.has_peer(System::Vfs) || self.has_peer(System::Wasmer);
         let others = peers || self.engine.is_some() || self.fuse.is_some();
         Columns {
             vs_kernel: self.kernel.is_some() && others,
@@ -300,8 +321,11 @@ impl Systems {
             Some((t.system(), cases))
         }
         build(on(&self.kernel, w, plan))?;
-        build(on(&self.vfs, w, plan))?;
-        build(on(&self.wasmer, w, plan))?;
+        #[cfg(feature = "peers")]
+        {
+            build(on(&self.vfs, w, plan))?;
+            build(on(&self.wasmer, w, plan))?;
+        }
         build(on(&self.engine, w, plan))?;
         build(on(&self.fuse, w, plan))?;
         Ok(sets)
@@ -318,8 +342,7 @@ impl Systems {
                     Some(k) => memory::kernel(k, files)?,
                     None => continue,
                 },
-                System::Vfs if self.vfs.is_some() => memory::in_child(sys, files)?,
-                System::Wasmer if self.wasmer.is_some() => memory::in_child(sys, files)?,
+                System::Vfs | System::Wasmer if self.has_peer(sys) => memory::in_child(sys, files)?,
                 System::Scalevfs if self.engine.is_some() => memory::in_child(sys, files)?,
                 _ => continue,
             };
@@ -333,8 +356,8 @@ impl Systems {
     fn memory_count(&self) -> u64 {
         [
             self.kernel.is_some(),
-            self.vfs.is_some(),
-            self.wasmer.is_some(),
+            self.has_peer(System::Vfs),
+            self.has_peer(System::Wasmer),
             self.engine.is_some(),
         ]
         .iter()
@@ -590,10 +613,10 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
             release.trim()
         );
     }
-    if systems.vfs.is_some() {
+    if systems.has_peer(System::Vfs) {
         println!("vfs:      the vfs crate's MemoryFS, in this process (W1 W3 W4 W7 W8 W12)");
     }
-    if systems.wasmer.is_some() {
+    if systems.has_peer(System::Wasmer) {
         println!("wasmer:   wasmer's virtual-fs mem_fs, in this process (W1 W3 W4 W8 W9 W12)");
     }
     if systems.engine.is_some() {

@@ -22,12 +22,14 @@ mod engine;
 mod fake;
 pub mod fuse;
 mod kernel;
+#[cfg(feature = "peers")]
 mod peers;
 
 pub use engine::{Engine, HostDir};
 #[cfg(test)]
 pub use fake::Fake;
 pub use kernel::Kernel;
+#[cfg(feature = "peers")]
 pub use peers::{VfsMem, WasmerMem};
 
 /// Which system a figure was measured on.
@@ -67,9 +69,10 @@ impl System {
         }
     }
 
-    /// Parses a command-line name.
+    /// Parses a command-line name. A peer left out of this build is refused, naming the
+    /// feature that brings it.
     pub fn parse(s: &str) -> Result<System, String> {
-        System::ALL
+        let sys = System::ALL
             .into_iter()
             .find(|sys| sys.name().eq_ignore_ascii_case(s.trim()))
             .ok_or_else(|| {
@@ -78,12 +81,25 @@ impl System {
                     "unknown system {s:?} (expected one of {})",
                     names.join(", ")
                 )
-            })
+            })?;
+        match sys.is_built() {
+            true => Ok(sys),
+            false => Err(format!(
+                "{} is a peer, and this scalevfs was built without the `peers` feature \
+                 (cargo install without --no-default-features brings it)",
+                sys.name()
+            )),
+        }
     }
 
     /// Whether this is one of the in-process peers.
     pub fn is_peer(self) -> bool {
         matches!(self, System::Vfs | System::Wasmer)
+    }
+
+    /// Whether this build can measure the system: the peers need the `peers` feature.
+    pub fn is_built(self) -> bool {
+        !self.is_peer() || cfg!(feature = "peers")
     }
 }
 
@@ -228,5 +244,27 @@ pub trait Target: Clone + Send + Sync + 'static {
     fn supports(&self, w: Workload) -> bool {
         let _ = w;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::System;
+
+    #[test]
+    fn a_peer_is_accepted_only_when_built() {
+        assert_eq!(System::Vfs.is_built(), cfg!(feature = "peers"));
+        assert_eq!(System::Wasmer.is_built(), cfg!(feature = "peers"));
+        for sys in System::ALL {
+            assert!(sys.is_peer() || sys.is_built());
+            let parsed = System::parse(&sys.name().to_uppercase());
+            assert_eq!(parsed.as_ref().ok(), sys.is_built().then_some(&sys));
+            if let Err(e) = parsed {
+                assert!(e.contains("`peers` feature"), "{e}");
+            }
+        }
+        assert!(System::parse("ext4")
+            .unwrap_err()
+            .contains("unknown system"));
     }
 }

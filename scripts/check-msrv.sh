@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Checks that every crate's rust-version is true of what a fresh `cargo install` or `cargo build`
+# without --locked would compile: resolves the workspace afresh (ignoring Cargo.lock, as
+# `cargo install --path` does), then requires every normal and build dependency of each member,
+# on Linux with default features, to declare a rust-version no newer than the member's.
+#
+# It cannot compile with the old toolchain (this machine has one Rust); clippy's
+# incompatible_msrv lint covers the project's own use of std. Dev-dependencies are not checked:
+# they build tests and benchmarks, not what a user installs or links.
+#
+# Usage: bash scripts/check-msrv.sh. Needs crates.io; says so and stops (status 0) without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v python3 >/dev/null || { apt-get update -qq && apt-get install -y -qq python3; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The tracked files as they are in the work tree, plus the resolver configuration.
+git ls-files -z | tar --null -cf - -T - | tar -xf - -C "$tmp"
+rm -f "$tmp/Cargo.lock"
+if ! (cd "$tmp" && cargo generate-lockfile -q) 2>"$tmp/.err"; then
+    if grep -qiE "network|failed to (download|query|fetch)|could not resolve host|timed out" "$tmp/.err"; then
+        echo "check-msrv: crates.io not reachable; not checked" >&2
+        exit 0
+    fi
+    cat "$tmp/.err" >&2
+    exit 1
+fi
+cat >"$tmp/check.py" <<'PY'
+import json, sys
+
+def version(v):
+    parts = [int(x) for x in v.split(".")[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+m = json.load(sys.stdin)
+packages = {p["id"]: p for p in m["packages"]}
+nodes = {n["id"]: n for n in m["resolve"]["nodes"]}
+failed = False
+for member in m["workspace_members"]:
+    own = packages[member]
+    name, declared = own["name"], own.get("rust_version")
+    if not declared:
+        print(f"{name}: no rust-version")
+        failed = True
+        continue
+    seen, todo, newer = set(), [member], []
+    while todo:
+        for dep in nodes[todo.pop()]["deps"]:
+            kinds = {k["kind"] for k in dep["dep_kinds"]}
+            if not kinds & {None, "build"} or dep["pkg"] in seen:
+                continue
+            seen.add(dep["pkg"])
+            todo.append(dep["pkg"])
+            p = packages[dep["pkg"]]
+            needs = p.get("rust_version")
+            if needs and version(needs) > version(declared):
+                newer.append(f"{p['name']} {p['version']} needs {needs}")
+    print(f"{name} (rust-version {declared}): {len(seen)} dependencies, {'FAILS' if newer else 'ok'}")
+    for n in newer:
+        print(f"    {n}")
+    failed |= bool(newer)
+sys.exit(1 if failed else 0)
+PY
+(cd "$tmp" && cargo metadata -q --format-version 1 --filter-platform x86_64-unknown-linux-gnu) |
+    python3 "$tmp/check.py"
