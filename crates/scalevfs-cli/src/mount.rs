@@ -4,6 +4,10 @@
 //! the mount is busy, a second signal detaches it. `--daemon` runs the same command again
 //! in the background (its own process group, working directory `/`, no terminal) and
 //! returns once the mount is in place, or with the error that prevented it.
+//!
+//! Before mounting it checks what would make the mount fail or mislead, and says so by
+//! cause: a mountpoint that is missing, not a directory or already mounted on; no access to
+//! `/dev/fuse`; no `fusermount3` for a user other than root.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -103,6 +107,10 @@ fn secs(s: f64, what: &str) -> Result<Duration, String> {
 
 /// Runs `scalevfs mount`.
 pub fn run(args: Args) -> Result<(), String> {
+    // The causes first, in their own words: what mount(2) or fusermount3 would report
+    // instead is an errno about the mountpoint, or a mount stacked silently on another.
+    scalevfs_fuse::check_mountpoint(&args.mountpoint)?;
+    scalevfs_fuse::fuse_available().map_err(|why| format!("cannot mount FUSE here: {why}"))?;
     if args.daemon {
         return daemonize(&args);
     }
@@ -187,7 +195,7 @@ fn serve(args: &Args) -> Result<(), String> {
             );
         }
     })
-    .map_err(|e| format!("{}: {e}", mp.display()))
+    .map_err(|e| format!("mounting on {}: {e}", mp.display()))
 }
 
 /// Starts this command again in the background and waits for its mount.

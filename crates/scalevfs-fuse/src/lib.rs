@@ -167,22 +167,191 @@ pub fn lazy_unmount(mountpoint: &Path) -> io::Result<()> {
     }
 }
 
-/// Whether this machine can mount FUSE file systems here: `/dev/fuse` opens, and either we
-/// are root or `fusermount3` is installed. `Err` says why not.
+/// Whether this process can mount FUSE file systems: `/dev/fuse` opens for reading and
+/// writing, and either it runs as root or `fusermount3` is in `PATH`. `Err` names the cause
+/// and what would remove it.
 pub fn fuse_available() -> Result<(), String> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .map_err(|e| format!("/dev/fuse: {e}"))?;
+    let dev = Path::new("/dev/fuse");
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(dev) {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dev)
+            .ok()
+            .map(|m| (m.mode(), m.uid(), m.gid()));
+        return Err(explain_dev_fuse(&e, nix::unistd::geteuid().as_raw(), meta));
+    }
     if nix::unistd::geteuid().is_root() {
         return Ok(());
     }
     let found = std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
-    if found {
-        Ok(())
-    } else {
-        Err("not root and no fusermount3 in PATH".into())
+    match found {
+        true => Ok(()),
+        false => Err(
+            "not root, and fusermount3 (which mounts FUSE for users other than \
+                      root) is not in PATH: install it (apt install fuse3), or mount as root"
+                .into(),
+        ),
+    }
+}
+
+/// Why `/dev/fuse` did not open (`e`), for user `uid`, given the device's mode and owner.
+fn explain_dev_fuse(e: &io::Error, uid: u32, meta: Option<(u32, u32, u32)>) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "/dev/fuse does not exist: load the fuse module (modprobe \
+                                    fuse), or give the container the device (--device /dev/fuse)"
+            .into(),
+        io::ErrorKind::PermissionDenied => {
+            let how = meta.map_or(String::new(), |(mode, owner, group)| {
+                format!(
+                    " (it is mode {:04o}, owner {owner}, group {group})",
+                    mode & 0o7777
+                )
+            });
+            format!(
+                "/dev/fuse: permission denied to uid {uid}{how}: mount as root, or give this \
+                 user read and write access to /dev/fuse (Debian's fuse3 makes it 0666)"
+            )
+        }
+        _ => format!("/dev/fuse: {e}"),
+    }
+}
+
+/// Whether `mountpoint` can take a mount: it exists, is a directory, and nothing is mounted
+/// on it yet (a second mount would hide the first, silently). `Err` says which, in words
+/// that name the path.
+pub fn check_mountpoint(mountpoint: &Path) -> Result<(), String> {
+    let shown = mountpoint.display();
+    let meta = std::fs::metadata(mountpoint).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => format!("{shown}: no such directory (create it first)"),
+        _ => format!("{shown}: {e}"),
+    })?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{shown}: not a directory (a file system is mounted on a directory)"
+        ));
+    }
+    let canonical = mountpoint
+        .canonicalize()
+        .map_err(|e| format!("{shown}: {e}"))?;
+    let table = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    match mounted_at(&table, &canonical) {
+        None => Ok(()),
+        Some((fstype, source)) => Err(format!(
+            "{shown}: already a mount point ({fstype} from {source}); unmount it first \
+             (umount, or fusermount3 -u), or mount somewhere else"
+        )),
+    }
+}
+
+/// The file system type and source of the topmost mount on `path` in a mountinfo table
+/// (proc(5)), if any.
+fn mounted_at(table: &str, path: &Path) -> Option<(String, String)> {
+    use std::os::unix::ffi::OsStrExt;
+    let want = path.as_os_str().as_bytes();
+    table.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let point = unescape_mountinfo(fields.get(4)?);
+        let sep = fields.iter().position(|f| *f == "-")?;
+        let fstype = unescape_mountinfo(fields.get(sep + 1)?);
+        let source = unescape_mountinfo(fields.get(sep + 2)?);
+        (point == want).then(|| {
+            (
+                String::from_utf8_lossy(&fstype).into_owned(),
+                String::from_utf8_lossy(&source).into_owned(),
+            )
+        })
+    })
+}
+
+/// Undoes mountinfo's escapes: space, tab, newline and backslash are written as `\ooo`.
+fn unescape_mountinfo(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_fuse_failures_name_their_cause() {
+        let missing = io::Error::from(io::ErrorKind::NotFound);
+        assert!(explain_dev_fuse(&missing, 1000, None).contains("modprobe fuse"));
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        let why = explain_dev_fuse(&denied, 1000, Some((0o20600, 0, 0)));
+        assert!(
+            why.starts_with("/dev/fuse: permission denied to uid 1000"),
+            "{why}"
+        );
+        assert!(why.contains("mode 0600, owner 0, group 0"), "{why}");
+        let other = io::Error::from_raw_os_error(nix::libc::ENXIO);
+        assert!(explain_dev_fuse(&other, 0, None).starts_with("/dev/fuse: "));
+    }
+
+    #[test]
+    fn mountinfo_is_read_with_its_escapes() {
+        let table = "22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+                     40 22 0:39 / /tmp/a\\040b rw - tmpfs my\\134src rw\n\
+                     41 40 0:40 / /tmp/a\\040b rw shared:1 - fuse.scalevfs scalevfs rw\n";
+        assert_eq!(
+            mounted_at(table, Path::new("/tmp/a b")),
+            Some(("fuse.scalevfs".into(), "scalevfs".into())),
+            "the topmost mount"
+        );
+        assert_eq!(
+            mounted_at(table, Path::new("/proc")),
+            Some(("proc".into(), "proc".into()))
+        );
+        assert_eq!(mounted_at(table, Path::new("/tmp/a")), None);
+        assert_eq!(mounted_at(table, Path::new("/tmp")), None);
+        assert_eq!(unescape_mountinfo("my\\134src"), b"my\\src");
+        assert_eq!(unescape_mountinfo("a\\9b\\"), b"a\\9b\\", "not an escape");
+    }
+
+    #[test]
+    fn a_mountpoint_must_be_a_directory_not_yet_mounted() {
+        let dir = std::env::temp_dir().join(format!("scalevfs-mp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(check_mountpoint(&dir), Ok(()));
+        let e = check_mountpoint(&file).unwrap_err();
+        assert!(
+            e.ends_with("not a directory (a file system is mounted on a directory)"),
+            "{e}"
+        );
+        let e = check_mountpoint(&dir.join("none")).unwrap_err();
+        assert!(e.contains("no such directory"), "{e}");
+        // /proc is a mount point wherever this runs.
+        let e = check_mountpoint(Path::new("/proc")).unwrap_err();
+        assert!(
+            e.starts_with("/proc: already a mount point (proc from "),
+            "{e}"
+        );
+        // Through a symlink, the mount point is still recognized.
+        let link = dir.join("l");
+        std::os::unix::fs::symlink("/proc", &link).unwrap();
+        assert!(check_mountpoint(&link)
+            .unwrap_err()
+            .contains("already a mount point"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
