@@ -93,6 +93,13 @@ pub struct Args {
     /// (ENFILE beyond). Root always gets in.
     #[arg(long, value_name = "N")]
     max_open_per_user: Option<u64>,
+    /// The source name shown in /proc/mounts and by df [default: scalevfs].
+    #[arg(long, value_name = "NAME")]
+    fsname: Option<String>,
+    /// mount(8)-style options, comma-separated, applied after the flags above: ro, rw,
+    /// allow_other, fsname=NAME, entry_timeout=SECS, attr_timeout=SECS, threads=N.
+    #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
+    options: Vec<String>,
     /// Serve in the background; return once mounted.
     #[arg(long)]
     daemon: bool,
@@ -101,12 +108,65 @@ pub struct Args {
     notify_ready: bool,
 }
 
+impl Args {
+    /// Applies the `-o` options onto the flags they name, in order; an unknown option or a
+    /// bad value is refused.
+    fn apply_options(&mut self) -> Result<(), String> {
+        const KNOWN: &str =
+            "ro, rw, allow_other, fsname=NAME, entry_timeout=SECS, attr_timeout=SECS, threads=N";
+        let opts = std::mem::take(&mut self.options);
+        for opt in opts.iter().flat_map(|o| o.split(',')) {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (opt, None),
+            };
+            let bad = |why: &str| format!("-o {opt}: {why}");
+            let number = |v: Option<&str>| -> Result<f64, String> {
+                let v = v.ok_or_else(|| bad("needs a value"))?;
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| bad("not a number of seconds"))
+            };
+            match (key, value) {
+                ("", None) => {}
+                ("ro", None) => self.read_only = true,
+                ("rw", None) => self.read_only = false,
+                ("allow_other", None) => self.allow_other = true,
+                ("fsname", Some(v)) if !v.is_empty() => self.fsname = Some(v.to_owned()),
+                ("entry_timeout", v) => self.entry_timeout = number(v)?,
+                ("attr_timeout", v) => self.attr_timeout = number(v)?,
+                ("threads", Some(v)) => {
+                    self.threads = Some(
+                        v.parse::<usize>()
+                            .ok()
+                            .filter(|&n| n >= 1)
+                            .ok_or_else(|| bad("not a thread count of at least 1"))?,
+                    )
+                }
+                _ => return Err(bad(&format!("unknown option (known: {KNOWN})"))),
+            }
+        }
+        match &self.fsname {
+            Some(n)
+                if n.is_empty() || n.contains([',', '\\']) || n.contains(char::is_whitespace) =>
+            {
+                Err(format!(
+                    "fsname {n:?}: must be a non-empty word without commas, backslashes or spaces"
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 fn secs(s: f64, what: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(s).map_err(|e| format!("--{what} {s}: {e}"))
 }
 
 /// Runs `scalevfs mount`.
-pub fn run(args: Args) -> Result<(), String> {
+pub fn run(mut args: Args) -> Result<(), String> {
+    args.apply_options()?;
     // The causes first, in their own words: what mount(2) or fusermount3 would report
     // instead is an errno about the mountpoint, or a mount stacked silently on another.
     scalevfs_fuse::check_mountpoint(&args.mountpoint)?;
@@ -132,7 +192,10 @@ fn serve(args: &Args) -> Result<(), String> {
         },
         threads: args.threads.unwrap_or(MountOptions::default().threads),
         allow_other: args.allow_other,
-        ..MountOptions::default()
+        fsname: args
+            .fsname
+            .clone()
+            .unwrap_or(MountOptions::default().fsname),
     };
     let vfs = match args.backend {
         Backend::Mem => {
@@ -229,6 +292,9 @@ fn daemonize(args: &Args) -> Result<(), String> {
     if let Some(t) = args.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
+    if let Some(name) = &args.fsname {
+        cmd.arg("--fsname").arg(name);
+    }
     if let Some(b) = args.max_bytes {
         cmd.args(["--max-bytes", &b.to_string()]);
     }
@@ -274,5 +340,70 @@ fn daemonize(args: &Args) -> Result<(), String> {
             let why = l.strip_prefix("error: ").unwrap_or(l);
             Err(format!("the daemon exited ({st}): {why}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parsed(argv: &[&str]) -> Result<Args, String> {
+        let argv = ["mount", "/mnt"].into_iter().chain(argv.iter().copied());
+        let mut args = Cli::try_parse_from(argv).map_err(|e| e.to_string())?.args;
+        args.apply_options()?;
+        Ok(args)
+    }
+
+    #[test]
+    fn o_options_set_the_flags_they_name_in_order() {
+        let a = parsed(&[
+            "-o",
+            "ro,allow_other",
+            "-o",
+            "fsname=tree,entry_timeout=1.5,attr_timeout=2,threads=3",
+        ])
+        .unwrap();
+        assert!(a.read_only && a.allow_other);
+        assert_eq!(a.fsname.as_deref(), Some("tree"));
+        assert_eq!(
+            (a.entry_timeout, a.attr_timeout, a.threads),
+            (1.5, 2.0, Some(3))
+        );
+        let a = parsed(&["--read-only", "-o", "rw"]).unwrap();
+        assert!(!a.read_only, "-o applies after the flags");
+        let a = parsed(&["-o", "ro,rw,,"]).unwrap();
+        assert!(!a.read_only, "in order; empty options are nothing");
+        let a = parsed(&[]).unwrap();
+        assert!(!a.read_only && !a.allow_other && a.fsname.is_none());
+    }
+
+    #[test]
+    fn o_options_unknown_or_out_of_range_are_refused() {
+        for (opts, why) in [
+            ("noatime", "unknown option"),
+            ("ro=1", "unknown option"),
+            ("fsname=", "unknown option"),
+            ("entry_timeout", "needs a value"),
+            ("entry_timeout=-1", "not a number of seconds"),
+            ("attr_timeout=inf", "not a number of seconds"),
+            ("attr_timeout=NaN", "not a number of seconds"),
+            ("threads=0", "at least 1"),
+            ("threads=x", "at least 1"),
+            ("fsname=a\\b", "without commas"),
+        ] {
+            let e = parsed(&["-o", opts]).err().unwrap_or_default();
+            assert!(e.contains(why), "-o {opts}: {e}");
+        }
+        let e = parsed(&["--fsname", "a,b"]).unwrap_err();
+        assert!(e.contains("without commas"), "{e}");
+        let e = parsed(&["--fsname", "a b"]).unwrap_err();
+        assert!(e.contains("without commas"), "{e}");
     }
 }

@@ -112,9 +112,24 @@ pub fn mount(
     }
     signals.thread_block().map_err(io::Error::from)?;
     let fs = ScaleFs::new(vfs, opts.fs.clone()).map_err(io::Error::from)?;
-    let mut se = fuser::Session::new(fs, mountpoint, &config(opts))?;
-    let mut unmounter = se.unmount_callable();
     let mp = mountpoint.canonicalize()?;
+    // As root, mount(2) here, to name the type fuse.scalevfs (fuser's own mount(2) says
+    // "fuse"); otherwise fuser runs fusermount3, which passes the subtype on.
+    let (se, mut unmounter) = if nix::unistd::geteuid().is_root() {
+        let dev = mount_as_root(&mp, opts)?;
+        let cfg = config(opts);
+        match fuser::Session::from_fd(fs, dev, cfg.acl, cfg) {
+            Ok(se) => (se, Unmounter::Syscall(mp.clone())),
+            Err(e) => {
+                let _ = nix::mount::umount2(&mp, nix::mount::MntFlags::MNT_DETACH);
+                return Err(e);
+            }
+        }
+    } else {
+        let mut se = fuser::Session::new(fs, &mp, &config(opts))?;
+        let u = se.unmount_callable();
+        (se, Unmounter::Fuser(u))
+    };
     let stats = vfs.clone();
     std::thread::Builder::new()
         .name("scalevfs-signals".into())
@@ -145,6 +160,70 @@ pub fn mount(
         })?;
     ready();
     se.run()
+}
+
+/// How [`mount`] unmounts: as it mounted.
+enum Unmounter {
+    /// fuser mounted (through fusermount3): fuser unmounts.
+    Fuser(fuser::SessionUnmounter),
+    /// We mounted with mount(2): umount(2) it.
+    Syscall(std::path::PathBuf),
+}
+
+impl Unmounter {
+    fn unmount(&mut self) -> io::Result<()> {
+        match self {
+            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Syscall(mp) => {
+                nix::mount::umount2(mp.as_path(), nix::mount::MntFlags::empty())?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The file system type [`mount`] shows in /proc/mounts (as fusermount3 does, from the
+/// subtype).
+pub const FS_TYPE: &str = "fuse.scalevfs";
+
+/// Mounts a FUSE file system of type [`FS_TYPE`] on `mountpoint` with mount(2), as
+/// fusermount3 would (`nosuid`, `nodev`, the directory's file type as the root's), and
+/// returns the `/dev/fuse` descriptor that serves it. Needs root.
+fn mount_as_root(mountpoint: &Path, opts: &MountOptions) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    if opts.fsname.is_empty() || opts.fsname.contains([',', '\\']) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "fsname {:?}: empty, or with a comma or backslash",
+                opts.fsname
+            ),
+        ));
+    }
+    // std opens with O_CLOEXEC.
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")?;
+    let rootmode = std::fs::metadata(mountpoint)?.mode() & nix::libc::S_IFMT;
+    let mut data = format!(
+        "fd={},rootmode={rootmode:o},user_id={},group_id={}",
+        dev.as_raw_fd(),
+        nix::unistd::getuid(),
+        nix::unistd::getgid()
+    );
+    if opts.allow_other {
+        data.push_str(",allow_other,default_permissions");
+    }
+    nix::mount::mount(
+        Some(opts.fsname.as_str()),
+        mountpoint,
+        Some(FS_TYPE),
+        nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+        Some(data.as_str()),
+    )?;
+    Ok(dev.into())
 }
 
 /// Detaches a mount now; it goes away when its last user lets go (`umount -l`).
