@@ -28,6 +28,8 @@ echo "== the CLI without its benchmark peers (cargo install --no-default-feature
 cargo test --release -p scalevfs-cli --no-default-features
 echo "== every rust-version holds for a fresh resolution (what cargo install without --locked builds)"
 bash scripts/check-msrv.sh
+echo "== every crate packages and builds from its package (cargo package)"
+cargo package --workspace --allow-dirty
 echo "== a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
 cargo run --release -p scalevfs --example std_habits
 echo "== differential cases and plans on hostfs (writes through to a host tmpfs directory)"

@@ -43,7 +43,7 @@ mod walk;
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeExamples;
 
 /// Engine internals for the criterion benchmarks; not part of the API.
