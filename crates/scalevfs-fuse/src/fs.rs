@@ -117,8 +117,6 @@ struct SetAttr {
 
 /// Entries asked of `getdents` per call while filling a readdir reply.
 const DIRENT_BATCH: usize = 128;
-/// Bytes moved per step of `copy_file_range`.
-const COPY_CHUNK: usize = 1 << 20;
 
 const SEEK_SET: i32 = 0;
 const SEEK_CUR: i32 = 1;
@@ -341,31 +339,16 @@ impl ScaleFs {
             .ex()
     }
 
+    /// The engine's `copy_file_range` at explicit offsets (the kernel checked the flags).
     fn do_copy(&self, fin: &Handle, off_in: u64, fout: &Handle, off_out: u64, len: u64) -> R<u32> {
-        let len = len.min(u32::MAX as u64 & !0xfff);
-        let mut buf = vec![0u8; COPY_CHUNK.min(len as usize)];
-        let mut done = 0u64;
-        while done < len {
-            let want = buf.len().min((len - done) as usize);
-            let n = match self.p.pread(fin, &mut buf[..want], off_in + done) {
-                Ok(n) => n,
-                Err(e) if done == 0 => return Err(errno(e)),
-                Err(_) => break,
-            };
-            if n == 0 {
-                break;
-            }
-            let w = match self.p.pwrite(fout, &buf[..n], off_out + done) {
-                Ok(w) => w,
-                Err(e) if done == 0 => return Err(errno(e)),
-                Err(_) => break,
-            };
-            done += w as u64;
-            if w < n {
-                break;
-            }
-        }
-        Ok(done as u32)
+        let (mut off_in, mut off_out) = (off_in, off_out);
+        // At most Linux's MAX_RW_COUNT moves per call, so the count fits a u32.
+        let len = len.min(u32::MAX as u64) as usize;
+        let n = self
+            .p
+            .copy_file_range(fin, Some(&mut off_in), fout, Some(&mut off_out), len, 0)
+            .map_err(errno)?;
+        Ok(n as u32)
     }
 }
 

@@ -2128,6 +2128,98 @@ case!(fallocate_modes_and_errors, |r| {
     ok!(r.stat("/f"));
 });
 
+// ---------------------------------------------------------------------------------------------
+// copy_file_range (tmpfs: the splice fallback within one file system)
+
+case!(copy_file_range_copies_and_moves_the_offsets, |r| {
+    ok!(r.mkfile("/src", b"0123456789abcdefghij"));
+    let i = r.open("/src", o::RDONLY, 0).unwrap();
+    let out = r.open("/dst", o::RDWR | o::CREAT, 0o644).unwrap();
+    let t0 = r.times("/dst");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Explicit offsets: the positions stay.
+    ok!(r.copy_file_range((i, Some(2)), (out, Some(0)), 5, 0));
+    r.times_rel("copy_file_range", "/dst", &t0);
+    r.lseek(i, 0, SEEK_CUR);
+    r.lseek(out, 0, SEEK_CUR);
+    // The file positions: both move.
+    ok!(r.copy_file_range((i, None), (out, None), 7, 0));
+    r.lseek(i, 0, SEEK_CUR);
+    r.lseek(out, 0, SEEK_CUR);
+    // Cut at the source's end; then nothing past it.
+    ok!(r.copy_file_range((i, None), (out, Some(30)), 100, 0));
+    ok!(r.copy_file_range((i, Some(20)), (out, Some(0)), 10, 0));
+    ok!(r.copy_file_range((i, Some(1000)), (out, Some(0)), 10, 0));
+    ok!(r.copy_file_range((i, Some(0)), (out, Some(0)), 0, 0));
+    // Past the destination's end: a hole between.
+    ok!(r.copy_file_range((i, Some(0)), (out, Some(10_000)), 4, 0));
+    ok!(r.fstat(out));
+    ok!(r.cat("/dst"));
+    r.lseek(out, 0, SEEK_HOLE);
+    // One file, ranges apart: allowed; touching: refused.
+    ok!(r.copy_file_range((out, Some(0)), (out, Some(100)), 10, 0));
+    r.copy_file_range((out, Some(0)), (out, Some(5)), 10, 0);
+    r.copy_file_range((out, Some(5)), (out, Some(0)), 10, 0);
+    ok!(r.copy_file_range((out, Some(0)), (out, Some(10)), 10, 0));
+    ok!(r.copy_file_range((out, Some(0)), (out, Some(0)), 0, 0));
+    ok!(r.cat("/dst"));
+});
+
+case!(copy_file_range_errors, |r| {
+    base(r);
+    ok!(r.mkfile("/g", b""));
+    let f = r.open("/f", o::RDWR, 0).unwrap();
+    let g = r.open("/g", o::RDWR, 0).unwrap();
+    let ro = r.open("/f", o::RDONLY, 0).unwrap();
+    let wo = r.open("/g", o::WRONLY, 0).unwrap();
+    let app = r.open("/g", o::WRONLY | o::APPEND, 0).unwrap();
+    let path = r.open("/f", o::PATH, 0).unwrap();
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    for flags in [1, 2, 0x8000_0000] {
+        r.copy_file_range((f, Some(0)), (g, Some(0)), 5, flags);
+    }
+    // flags before the descriptors; the kind before the access mode.
+    r.copy_file_range((path, Some(0)), (g, Some(0)), 5, 1);
+    r.copy_file_range((path, Some(0)), (g, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (path, Some(0)), 5, 0);
+    r.copy_file_range((d, Some(0)), (g, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (d, Some(0)), 5, 0);
+    r.copy_file_range((d, Some(0)), (ro, Some(0)), 5, 0);
+    r.copy_file_range((wo, Some(0)), (g, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (ro, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (app, Some(0)), 5, 0);
+    r.copy_file_range((f, None), (app, None), 5, 0);
+    // Offsets: a sum past i64::MAX; a negative one; the maximum size.
+    r.copy_file_range((f, Some(i64::MAX as u64 - 2)), (g, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(i64::MAX as u64 - 2)), 5, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(i64::MAX as u64)), 0, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(i64::MAX as u64 - 5)), 5, 0);
+    r.copy_file_range((f, Some(1 << 63)), (g, Some(0)), 5, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(1 << 63)), 5, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(u64::MAX)), 0, 0);
+    r.copy_file_range((f, Some(0)), (g, Some(0)), usize::MAX, 0);
+    ok!(r.fstat(g));
+    ok!(r.pread(g, 8, 0));
+    r.pread(g, 8, i64::MAX as u64 - 6);
+    ok!(r.pread(g, 4, i64::MAX as u64 - 4));
+});
+
+case!(copy_file_range_in_steps, |r| {
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    ok!(r.mkfile("/big", &data));
+    let i = r.open("/big", o::RDONLY, 0).unwrap();
+    let out = r
+        .open("/copy", o::WRONLY | o::CREAT | o::TRUNC, 0o600)
+        .unwrap();
+    ok!(r.copy_file_range((i, Some(1)), (out, None), 299_990, 0));
+    r.lseek(out, 0, SEEK_CUR);
+    ok!(r.fstat(out));
+    let back = r.open("/copy", o::RDONLY, 0).unwrap();
+    for off in [0, 4095, 131_071, 131_072, 262_143, 299_980] {
+        ok!(r.pread(back, 16, off));
+    }
+});
+
 case!(fallocate_allocates_and_punches, |r| {
     ok!(r.mkfile("/f", b""));
     let h = r.open("/f", o::RDWR, 0).unwrap();

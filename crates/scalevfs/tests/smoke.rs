@@ -169,6 +169,54 @@ fn mounts() {
     assert_eq!(p.umount("/mnt"), Err(Errno::EINVAL));
 }
 
+/// `copy_file_range` copies within one file system, through any of its mounts, and gives
+/// `EXDEV` between two (as tmpfs does between instances). Not in semantics.rs: the kernel
+/// oracle has one tmpfs.
+#[test]
+fn copy_file_range_stays_within_one_file_system() {
+    let p = root();
+    for d in ["/a", "/b", "/other"] {
+        p.mkdir(d, 0o755).unwrap();
+    }
+    let fs = MemFs::new(MemFsOptions::default());
+    p.mount("/a", fs.clone()).unwrap();
+    p.mount("/b", fs).unwrap();
+    p.mount("/other", MemFs::new(MemFsOptions::default()))
+        .unwrap();
+    p.write_file("/a/x", b"0123456789").unwrap();
+    p.write_file("/top", b"abc").unwrap();
+    let x = p.open("/a/x", OFlags::RDONLY, 0).unwrap();
+    let flags = OFlags::WRONLY | OFlags::CREAT;
+    let same = p.open("/b/y", flags, 0o644).unwrap();
+    let other = p.open("/other/y", flags, 0o644).unwrap();
+    let top = p.open("/top", OFlags::RDWR, 0).unwrap();
+    let (mut off_in, mut off_out) = (3, 0);
+    assert_eq!(
+        p.copy_file_range(x, Some(&mut off_in), same, Some(&mut off_out), 4, 0),
+        Ok(4)
+    );
+    assert_eq!((off_in, off_out), (7, 4));
+    assert_eq!(
+        p.read_file("/a/y").unwrap(),
+        b"3456",
+        "one file system, seen at /a too"
+    );
+    assert_eq!(
+        p.copy_file_range(x, None, other, None, 4, 0),
+        Err(Errno::EXDEV)
+    );
+    assert_eq!(
+        p.copy_file_range(top, None, same, None, 4, 0),
+        Err(Errno::EXDEV)
+    );
+    assert_eq!(
+        p.copy_file_range(x, None, top, None, 4, 0),
+        Err(Errno::EXDEV)
+    );
+    assert_eq!(p.read_file("/other/y").unwrap(), b"");
+    assert_eq!(p.read_file("/top").unwrap(), b"abc");
+}
+
 /// A working directory stops holding its mount the moment it stops being the working
 /// directory, as on Linux: `umount` right after `chdir` away (or after the process that
 /// was there is gone) succeeds, with no grace period to wait out. Before, the old

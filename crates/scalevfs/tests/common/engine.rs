@@ -3,7 +3,7 @@
 //! after the kernel's turn), so that the same cases check hostfs's writes through to the
 //! host against the kernel.
 
-use super::oracle::{Cred, Dir, Res, St, Sys, E, H, T};
+use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T};
 use scalevfs::{Access, Whence};
 use scalevfs::{AtFlags, Creds, Errno, Fd, OFlags, Process, RenameFlags, SetTime, Timespec, Vfs};
 use std::ffi::OsStr;
@@ -213,6 +213,23 @@ impl Sys for Engine {
 
     fn fstat(&mut self, h: H) -> Res<St> {
         self.p.fstat(self.fd(h)?).map(st).map_err(e)
+    }
+
+    fn copy_file_range(&mut self, c: CopyArgs) -> Res<(usize, Option<u64>, Option<u64>)> {
+        let (mut off_in, mut off_out) = (c.off_in, c.off_out);
+        let (fd_in, fd_out) = (self.fd(c.fd_in)?, self.fd(c.fd_out)?);
+        let n = self
+            .p
+            .copy_file_range(
+                fd_in,
+                off_in.as_mut(),
+                fd_out,
+                off_out.as_mut(),
+                c.len,
+                c.flags,
+            )
+            .map_err(e)?;
+        Ok((n, off_in, off_out))
     }
 
     fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {

@@ -7,7 +7,7 @@
 //! the system-call level) with the saved uid kept at 0; dropping the session restores root,
 //! the working directory and the umask, also when a case panics.
 
-use super::oracle::{Cred, Dir, Res, St, Sys, E, H, T};
+use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T};
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, CWD};
 use rustix::process::{Gid, Uid};
@@ -335,6 +335,37 @@ impl Sys for Kernel {
 
     fn fstat(&mut self, h: H) -> Res<St> {
         rfs::fstat(self.fd(h)?).map(st).map_err(errno)
+    }
+
+    fn copy_file_range(&mut self, c: CopyArgs) -> Res<(usize, Option<u64>, Option<u64>)> {
+        let (mut off_in, mut off_out) = (c.off_in.map(|o| o as i64), c.off_out.map(|o| o as i64));
+        let ptr = |o: &mut Option<i64>| o.as_mut().map_or(std::ptr::null_mut(), |o| o as *mut i64);
+        let (fd_in, fd_out) = (
+            self.fd(c.fd_in)?.as_raw_fd(),
+            self.fd(c.fd_out)?.as_raw_fd(),
+        );
+        // SAFETY: the offsets point at live locals (or are null), and the descriptors are
+        // this test's own open files.
+        let n = unsafe {
+            libc::copy_file_range(
+                fd_in,
+                ptr(&mut off_in),
+                fd_out,
+                ptr(&mut off_out),
+                c.len,
+                c.flags,
+            )
+        };
+        if n < 0 {
+            return Err(E(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(0)));
+        }
+        Ok((
+            n as usize,
+            off_in.map(|o| o as u64),
+            off_out.map(|o| o as u64),
+        ))
     }
 
     fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {

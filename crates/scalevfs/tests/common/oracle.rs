@@ -49,6 +49,17 @@ impl fmt::Debug for E {
 /// What every [`Sys`] call returns.
 pub type Res<T> = Result<T, E>;
 
+/// The arguments of one `copy_file_range(2)`.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyArgs {
+    pub fd_in: H,
+    pub off_in: Option<u64>,
+    pub fd_out: H,
+    pub off_out: Option<u64>,
+    pub len: usize,
+    pub flags: u32,
+}
+
 /// `open(2)` flags (Linux values).
 pub mod o {
     pub const RDONLY: u32 = 0;
@@ -194,6 +205,8 @@ pub trait Sys {
     fn fstat(&mut self, h: H) -> Res<St>;
     fn ftruncate(&mut self, h: H, len: u64) -> Res<()>;
     fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()>;
+    /// `copy_file_range(2)`: the count, and the offsets passed (as they are after the call).
+    fn copy_file_range(&mut self, c: CopyArgs) -> Res<(usize, Option<u64>, Option<u64>)>;
     fn fchmod(&mut self, h: H, mode: u32) -> Res<()>;
     fn fchown(&mut self, h: H, uid: Option<u32>, gid: Option<u32>) -> Res<()>;
     fn fchdir(&mut self, h: H) -> Res<()>;
@@ -565,6 +578,31 @@ impl<'a> Rec<'a> {
     pub fn ftruncate(&mut self, h: H, len: u64) -> Res<()> {
         let r = self.sys.ftruncate(h, len);
         self.unit(format!("ftruncate(fd{}, {len})", h.0), r)
+    }
+
+    pub fn copy_file_range(
+        &mut self,
+        (fd_in, off_in): (H, Option<u64>),
+        (fd_out, off_out): (H, Option<u64>),
+        len: usize,
+        flags: u32,
+    ) -> Res<(usize, Option<u64>, Option<u64>)> {
+        let c = CopyArgs {
+            fd_in,
+            off_in,
+            fd_out,
+            off_out,
+            len,
+            flags,
+        };
+        let r = self.sys.copy_file_range(c);
+        self.log(format!(
+            "copy_file_range(fd{}, {off_in:?}, fd{}, {off_out:?}, {len}, {flags:#x}) -> {}",
+            fd_in.0,
+            fd_out.0,
+            show_res(&r, |(n, i, o)| format!("{n} (offsets {i:?}, {o:?})"))
+        ));
+        r
     }
 
     pub fn fallocate(&mut self, h: H, mode: u32, off: u64, len: u64) -> Res<()> {
