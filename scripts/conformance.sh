@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # POSIX conformance through the FUSE mount, with suites we did not write: pjdfstest (with
-# conformance/pjdfstest.toml), fsx, and real programs, on memfs and on hostfs (over a host
-# tmpfs directory). Host tmpfs runs the same pjdfstest as the reference: each mount must
-# fail nothing, and skip only what tmpfs skips.
+# conformance/pjdfstest.toml), fsx, real programs, SQLite in WAL mode and locks between
+# processes, on memfs and on hostfs (over a host tmpfs directory). Host tmpfs runs the same
+# pjdfstest as the reference: each mount must fail nothing, and skip only what tmpfs skips.
 # Needs root and /dev/fuse; installs what it needs. Usage: bash scripts/conformance.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 command -v pjdfstest >/dev/null || cargo install --locked pjdfstest
 command -v fsx >/dev/null || cargo install --locked fsx
 command -v git >/dev/null || { apt-get update -qq && apt-get install -y -qq git; }
+python3 -c 'import sqlite3' 2>/dev/null || { apt-get update -qq && apt-get install -y -qq python3; }
 getent group tests >/dev/null || groupadd tests
 getent passwd tests >/dev/null || useradd -g tests -M -d / -s /usr/sbin/nologin tests
 
@@ -96,6 +97,15 @@ suite() {
         && git config user.name ci && cp -a "$SRC" . && git add -A && git commit -qm init \
         && [ -z "$(git status --porcelain)" ])
     echo "real programs ($1): cp -a, diff -r, tar, ln -s, find, du, git: OK"
+
+    # SQLite in WAL mode from four processes, and locks between two processes. The server
+    # does not take locks itself: the kernel keeps flock and POSIX locks for a FUSE mount
+    # that does not ask to, which is right for one machine.
+    local out
+    out=$(python3 "$ROOT/conformance/sqlite_wal.py" "$M") || { echo "sqlite ($1): FAILED"; exit 1; }
+    echo "sqlite ($1): $out"
+    out=$(python3 "$ROOT/conformance/locks.py" "$M") || { echo "locks ($1): FAILED"; exit 1; }
+    echo "locks ($1): $out"
 }
 
 # memfs.
