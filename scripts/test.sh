@@ -29,6 +29,12 @@ cargo test --release -p scalevfs-cli --no-default-features
 echo "== every rust-version holds for a fresh resolution (what cargo install without --locked builds)"
 bash scripts/check-msrv.sh
 echo "== every crate packages and builds from its package (cargo package)"
+# Cargo verifies each package against the others through a local registry. It takes a
+# registry crate of one version to be the same forever, so a run after a change would build
+# against the previous run's copy: unpacked once under $CARGO_HOME/registry/src/-<hash>/ (a
+# registry without a host name) and compiled once in the debug profile. Remove both.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/scalevfs*-[0-9]*
+rm -rf "$target"/debug/.fingerprint/scalevfs* "$target"/debug/deps/*scalevfs*
 cargo package --workspace --allow-dirty
 echo "== a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
 cargo run --release -p scalevfs --example std_habits
