@@ -85,11 +85,12 @@ suite() {
     fsx -N 100000 -S 42 -P "$W" "$M/fsx.bin" > "$W/fsx.log" 2>&1 || { tail -30 "$W/fsx.log"; exit 1; }
     echo "fsx ($1): $(tail -1 "$W/fsx.log")"
 
-    # Real programs.
+    # Real programs. diff compares symlinks as links (--no-dereference): the crates hold
+    # relative links to the repository's license files, which dangle in a copy.
     SRC="$ROOT/crates"
-    cp -a "$SRC" "$M/tree" && diff -r "$SRC" "$M/tree"
-    cp -a "$M/tree" "$W/out" && diff -r "$SRC" "$W/out" && rm -rf "$W/out"
-    tar cf "$W/t.tar" -C "$M" tree && mkdir "$M/x" && tar xf "$W/t.tar" -C "$M/x" && diff -r "$SRC" "$M/x/tree"
+    cp -a "$SRC" "$M/tree" && diff -r --no-dereference "$SRC" "$M/tree"
+    cp -a "$M/tree" "$W/out" && diff -r --no-dereference "$SRC" "$W/out" && rm -rf "$W/out"
+    tar cf "$W/t.tar" -C "$M" tree && mkdir "$M/x" && tar xf "$W/t.tar" -C "$M/x" && diff -r --no-dereference "$SRC" "$M/x/tree"
     ln -s tree/scalevfs/Cargo.toml "$M/link" && cmp "$M/link" "$SRC/scalevfs/Cargo.toml"
     [ "$(find "$M/tree" | wc -l)" = "$(find "$SRC" | wc -l)" ]
     du -s "$M/tree" > /dev/null
@@ -122,7 +123,7 @@ host_round() {
     serve --backend host --source "$H" "$@"
     suite "$name"
     unserve
-    diff -r "$ROOT/crates" "$H/tree" && diff -r "$ROOT/crates" "$H/x/tree" \
+    diff -r --no-dereference "$ROOT/crates" "$H/tree" && diff -r --no-dereference "$ROOT/crates" "$H/x/tree" \
         && [ -z "$(cd "$H/repo" && git status --porcelain)" ] \
         || { echo "$name: the host directory does not hold what was written"; exit 1; }
     echo "$name: the host directory holds what the programs wrote"

@@ -283,10 +283,20 @@ impl RoBind {
 }
 
 impl Drop for RoBind {
+    /// Unmounts; if the mount is still busy (a descriptor of the hostfs that served it may
+    /// be closed only when its epoch's deferred frees run), detaches it instead, so that no
+    /// run leaves a mount behind.
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg(&self.0 .0)
-            .status();
+        let umount = |lazy: bool| {
+            let mut c = std::process::Command::new("umount");
+            if lazy {
+                c.arg("-l");
+            }
+            c.arg(&self.0 .0).status().is_ok_and(|s| s.success())
+        };
+        if !umount(false) {
+            umount(true);
+        }
     }
 }
 
