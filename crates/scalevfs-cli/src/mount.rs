@@ -148,14 +148,8 @@ impl Args {
             }
         }
         match &self.fsname {
-            Some(n)
-                if n.is_empty() || n.contains([',', '\\']) || n.contains(char::is_whitespace) =>
-            {
-                Err(format!(
-                    "fsname {n:?}: must be a non-empty word without commas, backslashes or spaces"
-                ))
-            }
-            _ => Ok(()),
+            Some(n) => scalevfs_fuse::check_fsname(n),
+            None => Ok(()),
         }
     }
 }

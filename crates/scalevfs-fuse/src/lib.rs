@@ -55,7 +55,21 @@ impl Default for MountOptions {
     }
 }
 
-fn config(opts: &MountOptions) -> Config {
+/// Whether `name` can be a mount's fsname: a non-empty word without commas, backslashes or
+/// white space (fusermount3 takes it inside a comma-separated option string; /proc/mounts
+/// shows it in a space-separated line). `Err` says why not.
+pub fn check_fsname(name: &str) -> Result<(), String> {
+    match name.is_empty() || name.contains([',', '\\']) || name.contains(char::is_whitespace) {
+        true => Err(format!(
+            "fsname {name:?}: must be a non-empty word without commas, backslashes or spaces"
+        )),
+        false => Ok(()),
+    }
+}
+
+/// The session's configuration; `InvalidInput` for an fsname [`check_fsname`] refuses.
+fn config(opts: &MountOptions) -> io::Result<Config> {
+    check_fsname(&opts.fsname).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut c = Config::default();
     c.mount_options = vec![
         MountOption::FSName(opts.fsname.clone()),
@@ -73,7 +87,7 @@ fn config(opts: &MountOptions) -> Config {
     };
     c.n_threads = Some(opts.threads.max(1));
     c.clone_fd = opts.threads > 1;
-    c
+    Ok(c)
 }
 
 /// Mounts `fs` on `mountpoint` and serves it in the background until the returned session
@@ -83,7 +97,7 @@ pub fn spawn(
     mountpoint: &Path,
     opts: &MountOptions,
 ) -> io::Result<fuser::BackgroundSession> {
-    fuser::Session::new(fs, mountpoint, &config(opts))?.spawn()
+    fuser::Session::new(fs, mountpoint, &config(opts)?)?.spawn()
 }
 
 /// Mounts `vfs` on `mountpoint` and serves it on this thread and `opts.threads - 1` more
@@ -115,9 +129,9 @@ pub fn mount(
     let mp = mountpoint.canonicalize()?;
     // As root, mount(2) here, to name the type fuse.scalevfs (fuser's own mount(2) says
     // "fuse"); otherwise fuser runs fusermount3, which passes the subtype on.
+    let cfg = config(opts)?;
     let (se, mut unmounter) = if nix::unistd::geteuid().is_root() {
         let dev = mount_as_root(&mp, opts)?;
-        let cfg = config(opts);
         match fuser::Session::from_fd(fs, dev, cfg.acl, cfg) {
             Ok(se) => (se, Unmounter::Syscall(mp.clone())),
             Err(e) => {
@@ -126,7 +140,7 @@ pub fn mount(
             }
         }
     } else {
-        let mut se = fuser::Session::new(fs, &mp, &config(opts))?;
+        let mut se = fuser::Session::new(fs, &mp, &cfg)?;
         let u = se.unmount_callable();
         (se, Unmounter::Fuser(u))
     };
@@ -192,15 +206,6 @@ pub const FS_TYPE: &str = "fuse.scalevfs";
 fn mount_as_root(mountpoint: &Path, opts: &MountOptions) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
-    if opts.fsname.is_empty() || opts.fsname.contains([',', '\\']) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "fsname {:?}: empty, or with a comma or backslash",
-                opts.fsname
-            ),
-        ));
-    }
     // std opens with O_CLOEXEC.
     let dev = std::fs::OpenOptions::new()
         .read(true)
@@ -369,6 +374,23 @@ fn unescape_mountinfo(field: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_fsname_is_one_word() {
+        assert_eq!(check_fsname("scalevfs-tree.1"), Ok(()));
+        for bad in ["", "a,b", "a\\b", "a b", "a\tb"] {
+            let e = check_fsname(bad).unwrap_err();
+            assert!(e.contains("without commas"), "{bad:?}: {e}");
+        }
+        let opts = MountOptions {
+            fsname: "a,b".into(),
+            ..MountOptions::default()
+        };
+        assert_eq!(
+            config(&opts).err().map(|e| e.kind()),
+            Some(io::ErrorKind::InvalidInput)
+        );
+    }
 
     #[test]
     fn dev_fuse_failures_name_their_cause() {
