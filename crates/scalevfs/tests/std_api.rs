@@ -16,6 +16,26 @@ fn seen<T: std::fmt::Debug>(r: io::Result<T>) -> Seen {
     r.map(|v| format!("{v:?}")).map_err(|e| e.kind())
 }
 
+/// What `open_rw` does with a file it opened, the same on both sides: write `data`, seek to
+/// 1, read the rest, read 2 bytes at 0, write a byte at 1; each answer described.
+fn exercise<F: Read + Write + Seek>(
+    f: &mut F,
+    data: &[u8],
+    read_at: impl FnOnce(&F, &mut [u8], u64) -> io::Result<usize>,
+    write_at: impl FnOnce(&F, &[u8], u64) -> io::Result<usize>,
+) -> String {
+    let w = f.write(data).map_err(|e| e.kind());
+    let s = f.seek(SeekFrom::Start(1)).map_err(|e| e.kind());
+    let mut rest = Vec::new();
+    let r = f.read_to_end(&mut rest).map(|_| rest).map_err(|e| e.kind());
+    let mut two = [0; 2];
+    let at = read_at(f, &mut two, 0)
+        .map(|n| two[..n].to_vec())
+        .map_err(|e| e.kind());
+    let wat = write_at(f, b"Z", 1).map_err(|e| e.kind());
+    format!("{w:?} {s:?} {r:?} {at:?} {wat:?}")
+}
+
 /// The parts of metadata both sides give alike (not times, device or inode numbers).
 fn meta(m: &Metadata) -> String {
     format!(
@@ -126,17 +146,11 @@ impl Side for Host {
                 .create_new(o[5])
                 .mode(mode)
                 .open(self.at(p))?;
-            let w = f.write(data).map_err(|e| e.kind());
-            let s = f.seek(SeekFrom::Start(1));
-            let mut rest = Vec::new();
-            let r = f.read_to_end(&mut rest).map(|_| rest).map_err(|e| e.kind());
-            let mut two = [0; 2];
-            let at = f.read_at(&mut two, 0).map(|n| two[..n].to_vec());
-            let wat = f.write_at(b"Z", 1).map_err(|e| e.kind());
-            Ok(format!(
-                "{w:?} {:?} {r:?} {:?} {wat:?}",
-                s.map_err(|e| e.kind()),
-                at.map_err(|e| e.kind())
+            Ok(exercise(
+                &mut f,
+                data,
+                |f, b, o| f.read_at(b, o),
+                |f, b, o| f.write_at(b, o),
             ))
         })();
         r.map_err(|e: io::Error| e.kind())
@@ -269,17 +283,11 @@ impl Side for Engine<'_> {
                 .create_new(o[5])
                 .mode(mode)
                 .open(self.at(p))?;
-            let w = f.write(data).map_err(|e| e.kind());
-            let s = f.seek(SeekFrom::Start(1));
-            let mut rest = Vec::new();
-            let r = f.read_to_end(&mut rest).map(|_| rest).map_err(|e| e.kind());
-            let mut two = [0; 2];
-            let at = f.read_at(&mut two, 0).map(|n| two[..n].to_vec());
-            let wat = f.write_at(b"Z", 1).map_err(|e| e.kind());
-            Ok(format!(
-                "{w:?} {:?} {r:?} {:?} {wat:?}",
-                s.map_err(|e| e.kind()),
-                at.map_err(|e| e.kind())
+            Ok(exercise(
+                &mut f,
+                data,
+                |f, b, o| f.read_at(b, o),
+                |f, b, o| f.write_at(b, o),
             ))
         })();
         r.map_err(|e: io::Error| e.kind())
