@@ -145,7 +145,7 @@ use crate::inode::{DirState, Inode};
 use crate::name::scan;
 use crate::sync::StripedCounter;
 use crate::sync::{Mutex, MutexGuard};
-use crate::types::{StatFs, Timespec};
+use crate::types::{StatFs, Timespec, XattrFlags};
 use std::cell::Cell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
@@ -397,6 +397,58 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     ) -> Result<Option<u64>> {
         let _ = (inode, attr, fd);
         Ok(None)
+    }
+    /// The value of the extended attribute `name` of `inode`. `name` is whole (its
+    /// namespace prefix included: `user.`, `trusted.` or `security.`, then at least one
+    /// byte), at most `XATTR_NAME_MAX` bytes, without NUL; the call layer checked the
+    /// caller's permissions, and holds the inode (`Inode::hold`). `fd` is the data
+    /// descriptor of the description the call came through, if it has one. Called with no
+    /// lock held.
+    ///
+    /// Errors: `ENODATA` (no such attribute); `EOPNOTSUPP` (the file system keeps none);
+    /// the storage's.
+    fn get_xattr(&self, inode: &Inode, name: &[u8], fd: Option<BorrowedFd<'_>>) -> Result<Vec<u8>> {
+        let _ = (inode, name, fd);
+        Err(Errno::EOPNOTSUPP)
+    }
+
+    /// Sets the extended attribute `name` of `inode` to `value` (at most
+    /// `XATTR_SIZE_MAX` bytes; empty is a value): with `XattrFlags::CREATE` only if it
+    /// does not exist, with `XattrFlags::REPLACE` only if it does. As
+    /// [`FileSystem::get_xattr`] for the rest; the call layer also checked that the file
+    /// system is writable, and changes the inode's ctime after a success.
+    ///
+    /// Errors: `EEXIST`, `ENODATA` (the flags' conditions); `ENOSPC` (no room);
+    /// `EOPNOTSUPP`; the storage's.
+    fn set_xattr(
+        &self,
+        inode: &Inode,
+        name: &[u8],
+        value: &[u8],
+        flags: XattrFlags,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<()> {
+        let _ = (inode, name, value, flags, fd);
+        Err(Errno::EOPNOTSUPP)
+    }
+
+    /// Removes the extended attribute `name` of `inode`: as [`FileSystem::set_xattr`].
+    ///
+    /// Errors: `ENODATA` (no such attribute); `EOPNOTSUPP`; the storage's.
+    fn remove_xattr(&self, inode: &Inode, name: &[u8], fd: Option<BorrowedFd<'_>>) -> Result<()> {
+        let _ = (inode, name, fd);
+        Err(Errno::EOPNOTSUPP)
+    }
+
+    /// The names of `inode`'s extended attributes, each followed by a NUL, in the order
+    /// `listxattr` gives them (all of them: the call layer leaves out what the caller may
+    /// not see). As [`FileSystem::get_xattr`] for the rest. A file system that keeps none
+    /// lists none.
+    ///
+    /// Errors: the storage's.
+    fn list_xattr(&self, inode: &Inode, fd: Option<BorrowedFd<'_>>) -> Result<Vec<u8>> {
+        let _ = (inode, fd);
+        Ok(Vec::new())
     }
 }
 
@@ -720,6 +772,30 @@ impl SuperBlock {
         } else {
             Ok(None)
         }
+    }
+
+    /// Runs `op`, a call of the file system's extended-attribute methods, with a hold on
+    /// `inode` (`Inode::hold`), so that the inode is not evicted meanwhile: an attribute
+    /// set on it is then always seen by its eviction (the hold's release orders the two),
+    /// and never set on an inode already evicted. `ENOENT` if it was evicted after the
+    /// caller found it (its last name and description went meanwhile: the call comes
+    /// after that removal).
+    pub(crate) fn xattr_op<R>(
+        &self,
+        inode: &Inode,
+        op: impl FnOnce(&dyn FileSystem) -> Result<R>,
+    ) -> Result<R> {
+        struct Hold<'a>(&'a SuperBlock, &'a Inode);
+        impl Drop for Hold<'_> {
+            fn drop(&mut self) {
+                self.0.release(self.1);
+            }
+        }
+        if !inode.hold() {
+            return Err(Errno::ENOENT);
+        }
+        let _hold = Hold(self, inode);
+        op(&*self.ops)
     }
 
     /// The root dentry.

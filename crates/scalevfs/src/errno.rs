@@ -41,6 +41,7 @@ errnos! {
     ENOENT = 2, "No such file or directory";
     EIO = 5, "I/O error";
     ENXIO = 6, "No such device or address";
+    E2BIG = 7, "Argument list too long";
     EBADF = 9, "Bad file descriptor";
     EAGAIN = 11, "Resource temporarily unavailable";
     ENOMEM = 12, "Out of memory";

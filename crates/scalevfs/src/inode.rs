@@ -353,6 +353,11 @@ pub struct Inode {
     pub contents: Contents,
     /// Serializes attribute writers (and so the writers of `seq`).
     attr_lock: Mutex<()>,
+    /// Whether the file system was ever given an extended attribute for this inode (set
+    /// under its file system's xattr lock, while the setter holds the inode: see
+    /// `memfs`, "Extended attributes"), so that an eviction looks for them only then. It
+    /// sits in what was padding before `seq`.
+    pub(crate) has_xattrs: std::sync::atomic::AtomicBool,
     seq: SeqCount32,
     /// Holds on the inode's contents: one while it has links, one per open description. At
     /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
@@ -463,6 +468,7 @@ impl Inode {
             blocks: AtomicU64::new(0),
             times: FileTimes::new(now),
             attr_lock: Mutex::new(()),
+            has_xattrs: std::sync::atomic::AtomicBool::new(false),
             contents,
         };
         // tmpfs keeps a symlink body of 128 bytes or more (with its NUL) in a page.

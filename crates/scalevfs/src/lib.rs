@@ -32,7 +32,6 @@ pub mod fs;
 mod hostfs;
 pub mod icache;
 mod inode;
-#[allow(dead_code)] // Not yet wired in: the file locks of issue 12 will be its first user.
 mod locktable;
 mod memfs;
 mod mount;
@@ -60,7 +59,7 @@ pub use file::{Desc, Handle};
 pub use hostfs::{HostFs, HostFsOptions, Policy as HostPolicy};
 pub use memfs::{MemFs, MemFsOptions, TMPFS_MAGIC};
 pub use pathcache::{clear_thread_cache, thread_stats as path_cache_stats, PathCacheStats};
-pub use process::Process;
+pub use process::{Process, XattrsOf};
 pub use types::*;
 
 /// The sizes, in bytes, of the structures every file costs (for `scalevfs bench`'s W12 and

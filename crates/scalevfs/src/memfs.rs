@@ -20,18 +20,40 @@
 //! allocation that would pass the limit fails with `ENOSPC`, and nothing it would have
 //! allocated is kept.
 //!
+//! With `max_inodes`, inodes and extended attributes share one budget of *inode space*,
+//! as on tmpfs since Linux 6.6: `max_inodes` times 1,024 bytes (`BOGO_INODE_SIZE`), of
+//! which each inode takes 1,024 and each extended attribute 40 bytes plus its name and
+//! value (`simple_xattr_space`). `statfs`'s free inodes are what is left, in 1,024-byte
+//! units. Without `max_inodes`, nothing limits either (tmpfs's `nr_inodes=0`).
+//!
+//! # Extended attributes
+//! Kept beside the inodes, not in them (an inode without any pays nothing): a table of
+//! hashed locks (`locktable`, seed 002) whose slot for an inode number holds a map from
+//! inode number to that inode's attributes, name to value. The map is listed in
+//! descending byte order of the names, as tmpfs lists them. The call layer checks names,
+//! sizes and permissions (`process::xattr`), and calls with a hold on the inode
+//! (`SuperBlock::xattr_op`); a set marks the inode (`Inode::has_xattrs`), and its
+//! eviction, which comes after the setter's hold is given back, then takes the slot lock
+//! and frees them.
+//!
 //! # What protects what
-//! No locks: the counters are atomic (striped, or exact under a limit), and an inode's
-//! per-owner count moves by compare-and-swap on `Inode::quota_uid`.
+//! The counters are atomic (striped, or exact under a limit), and an inode's per-owner
+//! count moves by compare-and-swap on `Inode::quota_uid`. An inode's extended attributes
+//! live under their slot's lock (a leaf: nothing else is taken while it is held, and no
+//! lock is held when it is taken); `Inode::has_xattrs` is set under it, and read by the
+//! eviction, which the last hold's release orders after every set.
 
 use crate::backend::{CacheOptions, FileSystem, SuperBlock};
 use crate::errno::{Errno, Result};
 use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
+use crate::locktable::LockTable;
 use crate::sync::Mutex;
 use crate::sync::{PerUserCounts, UsageCounter};
-use crate::types::{mode::*, StatFs, Timespec};
+use crate::types::{mode::*, StatFs, Timespec, XattrFlags};
 use parking_lot::RwLock;
 use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -48,7 +70,8 @@ pub struct MemFsOptions {
     pub uid: u32,
     /// Group of the root directory.
     pub gid: u32,
-    /// Maximum number of inodes (`ENOSPC` beyond); `None` for no limit.
+    /// Maximum number of inodes (`ENOSPC` beyond); `None` for no limit. Extended
+    /// attributes take from the same budget, as on tmpfs (see the module docs).
     pub max_inodes: Option<u64>,
     /// Maximum bytes of file data (`ENOSPC` beyond); `None` for no limit.
     pub max_bytes: Option<u64>,
@@ -90,6 +113,10 @@ pub struct MemFs {
     next_ino: AtomicU64,
     /// Inodes in use, from creation to eviction.
     inodes: UsageCounter,
+    /// Inode space in bytes, with `max_inodes` (see "Accounting").
+    ispace: Option<UsageCounter>,
+    /// Extended attributes, by inode number (see "Extended attributes").
+    xattrs: LockTable<HashMap<u64, Xattrs>>,
     /// Inodes per owner, with `max_inodes_per_user` (see `Inode::quota_uid`).
     user_inodes: Option<PerUserCounts>,
     /// Data pages in use: each charged once when a write allocates it, uncharged once when
@@ -99,6 +126,17 @@ pub struct MemFs {
 }
 
 const INO_BATCH: u64 = 1024;
+
+/// What an inode takes of the inode space (tmpfs's `BOGO_INODE_SIZE`).
+const BOGO_INODE_SIZE: u64 = 1024;
+
+/// One inode's extended attributes, name to value.
+type Xattrs = BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// What an extended attribute takes of the inode space (Linux `simple_xattr_space`).
+fn xattr_space(name: &[u8], value: usize) -> u64 {
+    40 + name.len() as u64 + value as u64
+}
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
 
@@ -117,7 +155,11 @@ impl MemFs {
             id: NEXT_FS.fetch_add(1, Relaxed),
             // Inode 1 is the root, as on tmpfs the root is the first inode allocated.
             next_ino: AtomicU64::new(2),
-            inodes: UsageCounter::new(opts.max_inodes),
+            inodes: UsageCounter::new(None),
+            ispace: opts
+                .max_inodes
+                .map(|n| UsageCounter::new(Some(n.saturating_mul(BOGO_INODE_SIZE)))),
+            xattrs: LockTable::new(),
             user_inodes: opts.max_inodes_per_user.map(PerUserCounts::new),
             pages: UsageCounter::new(
                 opts.max_bytes
@@ -148,7 +190,10 @@ impl MemFs {
 impl FileSystem for MemFs {
     fn root_inode(&self) -> Arc<Inode> {
         // The root always fits (tmpfs counts it too, even against `nr_inodes=1`).
-        self.inodes.charge_up_to(1);
+        self.inodes.charge(1);
+        if let Some(s) = &self.ispace {
+            s.charge_up_to(BOGO_INODE_SIZE);
+        }
         Arc::new(Inode::new(
             1,
             S_IFDIR | (self.opts.mode & 0o7777),
@@ -170,15 +215,20 @@ impl FileSystem for MemFs {
         now: Timespec,
     ) -> Result<Arc<Inode>> {
         // tmpfs's order: the file system's inode limit, then the owner's quota.
-        if !self.inodes.charge(1) {
-            return Err(Errno::ENOSPC);
+        if let Some(s) = &self.ispace {
+            if !s.charge(BOGO_INODE_SIZE) {
+                return Err(Errno::ENOSPC);
+            }
         }
         if let Some(q) = &self.user_inodes {
             if !q.charge(uid, uid != 0) {
-                self.inodes.uncharge(1);
+                if let Some(s) = &self.ispace {
+                    s.uncharge(BOGO_INODE_SIZE);
+                }
                 return Err(Errno::EDQUOT);
             }
         }
+        self.inodes.charge(1);
         let contents = match mode & S_IFMT {
             S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
             S_IFREG => Contents::File(RwLock::new(FileData::default())),
@@ -192,12 +242,22 @@ impl FileSystem for MemFs {
         Ok(Arc::new(inode))
     }
 
-    /// Its data pages are freed at once (they need no grace period: nothing can reach them
-    /// any more) and uncharged, and the inode stops counting.
+    /// Its data pages and extended attributes are freed at once (they need no grace
+    /// period: nothing can reach them any more) and uncharged, and the inode stops
+    /// counting.
     fn evict(&self, inode: &Inode) {
         if let Contents::File(d) = &inode.contents {
             let freed = d.write().clear();
             self.pages.uncharge(freed);
+        }
+        let mut space = BOGO_INODE_SIZE;
+        if inode.has_xattrs.load(Relaxed) {
+            if let Some(x) = self.xattrs.lock(inode.ino).remove(&inode.ino) {
+                space += x.iter().map(|(n, v)| xattr_space(n, v.len())).sum::<u64>();
+            }
+        }
+        if let Some(s) = &self.ispace {
+            s.uncharge(space);
         }
         self.inodes.uncharge(1);
         if let Some(q) = &self.user_inodes {
@@ -257,8 +317,16 @@ impl FileSystem for MemFs {
         let page = crate::inode::PAGE as u64;
         let blocks = self.pages.max().unwrap_or(u64::MAX / page / 2);
         let used = self.pages.used();
-        let files = self.inodes.max().unwrap_or(u64::MAX / 2);
-        let ifree = files.saturating_sub(self.inodes.used());
+        let (files, ifree) = match (&self.ispace, self.opts.max_inodes) {
+            (Some(s), Some(n)) => {
+                let free = s.max().unwrap_or(0).saturating_sub(s.used());
+                (n, free / BOGO_INODE_SIZE)
+            }
+            _ => {
+                let files = u64::MAX / 2;
+                (files, files.saturating_sub(self.inodes.used()))
+            }
+        };
         StatFs {
             fs_type: TMPFS_MAGIC,
             bsize: page,
@@ -270,5 +338,83 @@ impl FileSystem for MemFs {
             namelen: crate::types::limits::NAME_MAX as u64,
             frsize: page,
         }
+    }
+
+    fn get_xattr(&self, inode: &Inode, name: &[u8], _: Option<BorrowedFd<'_>>) -> Result<Vec<u8>> {
+        let slot = self.xattrs.lock(inode.ino);
+        let v = slot.get(&inode.ino).and_then(|x| x.get(name));
+        v.map(|v| v.to_vec()).ok_or(Errno::ENODATA)
+    }
+
+    /// tmpfs's `shmem_xattr_handler_set`: the new attribute's space is charged first
+    /// (`ENOSPC`), and the old one's (or, on a refusal, the new one's) given back after.
+    fn set_xattr(
+        &self,
+        inode: &Inode,
+        name: &[u8],
+        value: &[u8],
+        flags: XattrFlags,
+        _: Option<BorrowedFd<'_>>,
+    ) -> Result<()> {
+        let space = xattr_space(name, value.len());
+        if let Some(s) = &self.ispace {
+            if !s.charge(space) {
+                return Err(Errno::ENOSPC);
+            }
+        }
+        let mut slot = self.xattrs.lock(inode.ino);
+        let old = slot
+            .get(&inode.ino)
+            .and_then(|x| x.get(name))
+            .map(|v| v.len());
+        let r = match old {
+            Some(_) if flags.contains(XattrFlags::CREATE) => Err(Errno::EEXIST),
+            None if flags.contains(XattrFlags::REPLACE) => Err(Errno::ENODATA),
+            _ => {
+                inode.has_xattrs.store(true, Relaxed);
+                let x = slot.entry(inode.ino).or_default();
+                x.insert(name.into(), value.into());
+                Ok(())
+            }
+        };
+        drop(slot);
+        if let Some(s) = &self.ispace {
+            match (&r, old) {
+                (Ok(()), Some(len)) => s.uncharge(xattr_space(name, len)),
+                (Ok(()), None) => {}
+                (Err(_), _) => s.uncharge(space),
+            }
+        }
+        r
+    }
+
+    fn remove_xattr(&self, inode: &Inode, name: &[u8], _: Option<BorrowedFd<'_>>) -> Result<()> {
+        let mut slot = self.xattrs.lock(inode.ino);
+        let x = slot.get_mut(&inode.ino).ok_or(Errno::ENODATA)?;
+        let v = x.remove(name).ok_or(Errno::ENODATA)?;
+        if x.is_empty() {
+            slot.remove(&inode.ino);
+        }
+        drop(slot);
+        if let Some(s) = &self.ispace {
+            s.uncharge(xattr_space(name, v.len()));
+        }
+        Ok(())
+    }
+
+    /// In descending byte order of the names, as tmpfs (whose tree of attributes is
+    /// walked that way) lists them.
+    fn list_xattr(&self, inode: &Inode, _: Option<BorrowedFd<'_>>) -> Result<Vec<u8>> {
+        let slot = self.xattrs.lock(inode.ino);
+        let mut list = Vec::new();
+        for name in slot
+            .get(&inode.ino)
+            .into_iter()
+            .flat_map(|x| x.keys().rev())
+        {
+            list.extend_from_slice(name);
+            list.push(0);
+        }
+        Ok(list)
     }
 }

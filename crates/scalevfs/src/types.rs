@@ -133,6 +133,16 @@ flags! {
 }
 
 flags! {
+    /// `setxattr(2)` flags, Linux values; neither: create or replace.
+    XattrFlags: u32 {
+        /// Fail with `EEXIST` if the attribute exists.
+        CREATE = 1;
+        /// Fail with `ENODATA` unless the attribute exists.
+        REPLACE = 2;
+    }
+}
+
+flags! {
     /// `access(2)` mode bits.
     Access: u32 {
         /// Existence only.
@@ -429,4 +439,11 @@ pub mod limits {
     pub const NAME_MAX: usize = 255;
     /// Maximum symlinks followed in one resolution.
     pub const MAXSYMLINKS: u32 = 40;
+    /// Maximum length of an extended attribute's name, its namespace prefix included
+    /// (`ERANGE` beyond).
+    pub const XATTR_NAME_MAX: usize = 255;
+    /// Maximum size of an extended attribute's value (`E2BIG` beyond).
+    pub const XATTR_SIZE_MAX: usize = 65536;
+    /// Maximum size of a list of extended attribute names that `listxattr` returns.
+    pub const XATTR_LIST_MAX: usize = 65536;
 }

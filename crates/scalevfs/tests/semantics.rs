@@ -2250,3 +2250,258 @@ case!(fallocate_allocates_and_punches, |r| {
     ok!(r.fstat(h));
     ok!(r.cat("/f"));
 });
+
+// ---------------------------------------------------------------------------------------------
+// Extended attributes
+
+use common::oracle::XT;
+
+const XCREATE: u32 = 1;
+const XREPLACE: u32 = 2;
+
+case!(xattrs_set_get_list_remove, |r| {
+    base(r);
+    let f = XT::Path(b"/f");
+    ok!(r.listxattr(f, 0));
+    let t0 = r.times("/f");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok!(r.setxattr(f, "user.colour", "green", 0));
+    r.times_rel("setxattr", "/f", &t0);
+    ok!(r.getxattr(f, "user.colour", 0));
+    ok!(r.getxattr(f, "user.colour", 64));
+    ok!(r.getxattr(f, "user.colour", 5));
+    err!(ERANGE, r.getxattr(f, "user.colour", 4));
+    err!(ENODATA, r.getxattr(f, "user.shape", 64));
+    // Flags: create only, replace only, either.
+    err!(EEXIST, r.setxattr(f, "user.colour", "red", XCREATE));
+    err!(ENODATA, r.setxattr(f, "user.shape", "round", XREPLACE));
+    ok!(r.setxattr(f, "user.colour", "blue", XREPLACE));
+    ok!(r.setxattr(f, "user.shape", "", XCREATE));
+    ok!(r.getxattr(f, "user.shape", 16));
+    ok!(r.getxattr(f, "user.colour", 16));
+    // Listed in tmpfs's order, whatever the order of the sets.
+    for n in [
+        "user.b",
+        "user.zz",
+        "user.a",
+        "user.B",
+        "trusted.t",
+        "security.s",
+    ] {
+        ok!(r.setxattr(f, n, n, 0));
+    }
+    ok!(r.listxattr(f, 0));
+    ok!(r.listxattr(f, 4096));
+    err!(ERANGE, r.listxattr(f, 10));
+    let t1 = r.times("/f");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ok!(r.removexattr(f, "user.b"));
+    r.times_rel("removexattr", "/f", &t1);
+    err!(ENODATA, r.removexattr(f, "user.b"));
+    ok!(r.listxattr(f, 4096));
+    // Directories have them too; a hard link shares them, a rename keeps them.
+    ok!(r.setxattr(XT::Path(b"/d"), "user.dir", "yes", 0));
+    ok!(r.link("/f", "/d/g"));
+    ok!(r.getxattr(XT::Path(b"/d/g"), "user.colour", 64));
+    ok!(r.rename("/d", "/e"));
+    ok!(r.getxattr(XT::Path(b"/e"), "user.dir", 64));
+    ok!(r.listxattr(XT::Path(b"/e/g"), 4096));
+    // A path follows a final symlink; the l calls stay on it.
+    ok!(r.getxattr(XT::Path(b"/lf"), "user.colour", 64));
+    err!(ENODATA, r.getxattr(XT::LPath(b"/lf"), "user.colour", 64));
+    ok!(r.listxattr(XT::LPath(b"/lf"), 4096));
+    err!(ENOENT, r.getxattr(XT::Path(b"/dangling"), "user.a", 64));
+    err!(ENOENT, r.getxattr(XT::Path(b"/nope"), "user.a", 64));
+    err!(ENOTDIR, r.setxattr(XT::Path(b"/f/x"), "user.a", "1", 0));
+    err!(ENOENT, r.listxattr(XT::Path(b""), 64));
+});
+
+case!(xattr_names_sizes_and_flags, |r| {
+    base(r);
+    let f = XT::Path(b"/f");
+    let long = |n: usize| {
+        let mut v = b"user.".to_vec();
+        v.resize(n, b'a');
+        v
+    };
+    ok!(r.setxattr(f, long(255), "x", 0));
+    err!(ERANGE, r.setxattr(f, long(256), "x", 0));
+    err!(ERANGE, r.getxattr(f, long(256), 64));
+    err!(ERANGE, r.removexattr(f, long(256)));
+    err!(ERANGE, r.setxattr(f, "", "x", 0));
+    err!(ERANGE, r.getxattr(f, "", 64));
+    ok!(r.setxattr(f, "user.big", vec![7u8; 65536], 0));
+    ok!(r.getxattr(f, "user.big", 0));
+    err!(E2BIG, r.setxattr(f, "user.big", vec![7u8; 65537], 0));
+    err!(EINVAL, r.setxattr(f, "user.a", "x", 4));
+    err!(EINVAL, r.setxattr(f, "user.a", "x", XCREATE | XREPLACE | 8));
+    // Both flags: the attribute must exist (replace) and must not (create).
+    err!(ENODATA, r.setxattr(f, "user.both", "x", XCREATE | XREPLACE));
+    ok!(r.setxattr(f, "user.both", "x", 0));
+    err!(EEXIST, r.setxattr(f, "user.both", "x", XCREATE | XREPLACE));
+    // A bare prefix, a name in no namespace, and system. (POSIX ACLs aside).
+    err!(EINVAL, r.setxattr(f, "user.", "x", 0));
+    err!(EINVAL, r.getxattr(f, "user.", 64));
+    err!(EOPNOTSUPP, r.setxattr(f, "foo.bar", "x", 0));
+    err!(EOPNOTSUPP, r.getxattr(f, "foo.bar", 64));
+    err!(EOPNOTSUPP, r.removexattr(f, "foo.bar"));
+    err!(EOPNOTSUPP, r.setxattr(f, "system.foo", "x", 0));
+    err!(EOPNOTSUPP, r.getxattr(f, "user", 64));
+    // The arguments are checked before the path is looked up.
+    err!(EINVAL, r.setxattr(XT::Path(b"/nope"), "user.a", "x", 4));
+    err!(ERANGE, r.setxattr(XT::Path(b"/nope"), "", "x", 0));
+    err!(
+        E2BIG,
+        r.setxattr(XT::Path(b"/nope"), "user.a", vec![0u8; 65537], 0)
+    );
+    err!(ERANGE, r.getxattr(XT::Path(b"/nope"), long(300), 64));
+    err!(ENOENT, r.setxattr(XT::Path(b"/nope"), "foo.bar", "x", 0));
+    ok!(r.listxattr(f, 0));
+});
+
+case!(xattr_namespaces_and_permissions, |r| {
+    base(r);
+    ok!(r.mknod("/fifo", 0o010644));
+    ok!(r.mkfile("/mine", b""));
+    ok!(r.chown("/mine", Some(1000), Some(1000)));
+    ok!(r.mkfile("/shut", b""));
+    ok!(r.chmod("/shut", 0o000));
+    ok!(r.mkdir("/sticky", 0o1777));
+    ok!(r.setxattr(XT::Path(b"/f"), "user.u", "1", 0));
+    ok!(r.setxattr(XT::Path(b"/f"), "trusted.t", "2", 0));
+    ok!(r.setxattr(XT::Path(b"/f"), "security.s", "3", 0));
+    ok!(r.setxattr(XT::Path(b"/shut"), "user.u", "4", 0));
+    // user. is for regular files and directories only, even for root.
+    err!(EPERM, r.setxattr(XT::LPath(b"/lf"), "user.u", "1", 0));
+    err!(EPERM, r.setxattr(XT::Path(b"/fifo"), "user.u", "1", 0));
+    err!(ENODATA, r.getxattr(XT::Path(b"/fifo"), "user.u", 64));
+    // trusted. and security. on a symlink itself, for root.
+    ok!(r.setxattr(XT::LPath(b"/lf"), "trusted.t", "5", 0));
+    ok!(r.listxattr(XT::LPath(b"/lf"), 4096));
+    ok!(r.setxattr(XT::Path(b"/fifo"), "security.s", "6", 0));
+
+    r.set_creds(&u1000());
+    // trusted. is root's: refused to change, absent to read and to list.
+    err!(EPERM, r.setxattr(XT::Path(b"/mine"), "trusted.t", "1", 0));
+    err!(ENODATA, r.getxattr(XT::Path(b"/f"), "trusted.t", 64));
+    err!(EPERM, r.removexattr(XT::Path(b"/f"), "trusted.t"));
+    ok!(r.listxattr(XT::Path(b"/f"), 4096));
+    // security. can be read by anyone, changed by root only.
+    ok!(r.getxattr(XT::Path(b"/f"), "security.s", 64));
+    err!(EPERM, r.setxattr(XT::Path(b"/mine"), "security.s", "1", 0));
+    err!(EPERM, r.removexattr(XT::Path(b"/f"), "security.s"));
+    // user. needs write permission to change, read permission to read; listing needs none.
+    err!(EACCES, r.setxattr(XT::Path(b"/f"), "user.v", "1", 0));
+    err!(EACCES, r.removexattr(XT::Path(b"/f"), "user.u"));
+    err!(EACCES, r.removexattr(XT::Path(b"/f"), "user.none"));
+    ok!(r.getxattr(XT::Path(b"/f"), "user.u", 64));
+    err!(EACCES, r.getxattr(XT::Path(b"/shut"), "user.u", 64));
+    ok!(r.listxattr(XT::Path(b"/shut"), 4096));
+    ok!(r.setxattr(XT::Path(b"/mine"), "user.v", "1", 0));
+    ok!(r.removexattr(XT::Path(b"/mine"), "user.v"));
+    // Permission comes before the namespace: EACCES, not EINVAL or EOPNOTSUPP.
+    err!(EACCES, r.setxattr(XT::Path(b"/f"), "user.", "1", 0));
+    err!(EACCES, r.setxattr(XT::Path(b"/f"), "foo.bar", "1", 0));
+    err!(EOPNOTSUPP, r.setxattr(XT::Path(b"/f"), "system.x", "1", 0));
+    err!(EACCES, r.getxattr(XT::Path(b"/shut"), "foo.bar", 64));
+    // A sticky directory's user. attributes are its owner's.
+    err!(EPERM, r.setxattr(XT::Path(b"/sticky"), "user.u", "1", 0));
+    err!(ENODATA, r.getxattr(XT::Path(b"/sticky"), "user.u", 64));
+    // Search permission on the way still applies.
+    r.set_creds(&Cred::root());
+    ok!(r.chmod("/d", 0o700));
+    ok!(r.mkfile("/d/in", b""));
+    r.set_creds(&u1000());
+    err!(EACCES, r.getxattr(XT::Path(b"/d/in"), "user.u", 64));
+    err!(EACCES, r.listxattr(XT::Path(b"/d/in"), 64));
+});
+
+case!(xattrs_through_descriptors, |r| {
+    base(r);
+    ok!(r.chmod("/f", 0o666));
+    let ro = r.open("/f", o::RDONLY, 0).unwrap();
+    // The object's permissions count, not the descriptor's access mode.
+    ok!(r.setxattr(XT::Fd(ro), "user.a", "1", 0));
+    ok!(r.getxattr(XT::Fd(ro), "user.a", 64));
+    ok!(r.listxattr(XT::Fd(ro), 64));
+    let p = r.open("/f", o::PATH, 0).unwrap();
+    err!(EBADF, r.getxattr(XT::Fd(p), "user.a", 64));
+    err!(EBADF, r.setxattr(XT::Fd(p), "user.a", "2", 0));
+    err!(EBADF, r.listxattr(XT::Fd(p), 64));
+    err!(EBADF, r.removexattr(XT::Fd(p), "user.a"));
+    // The name is checked before the descriptor.
+    err!(ERANGE, r.getxattr(XT::Fd(p), "", 64));
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    ok!(r.setxattr(XT::Fd(d), "user.d", "dir", 0));
+    ok!(r.getxattr(XT::Path(b"/d"), "user.d", 64));
+    // An unlinked file keeps its attributes while it is open.
+    ok!(r.unlink("/f"));
+    ok!(r.getxattr(XT::Fd(ro), "user.a", 64));
+    ok!(r.setxattr(XT::Fd(ro), "user.b", "2", 0));
+    ok!(r.removexattr(XT::Fd(ro), "user.a"));
+    ok!(r.listxattr(XT::Fd(ro), 64));
+    // A new file by the old name starts with none.
+    ok!(r.mkfile("/f", b""));
+    ok!(r.listxattr(XT::Path(b"/f"), 64));
+    ok!(r.close(ro));
+    ok!(r.close(p));
+    ok!(r.close(d));
+});
+
+case!(xattr_security_capability, |r| {
+    ok!(r.mkfile("/f", b""));
+    ok!(r.chmod("/f", 0o666));
+    let f = XT::Path(b"/f");
+    let caps = |magic: u32, root: Option<u32>| {
+        let mut v = magic.to_le_bytes().to_vec();
+        v.extend((0..16u8).collect::<Vec<_>>());
+        if let Some(id) = root {
+            v.extend(id.to_le_bytes());
+        }
+        v
+    };
+    ok!(r.setxattr(f, "security.capability", caps(0x0200_0001, None), 0));
+    ok!(r.getxattr(f, "security.capability", 64));
+    // A v3 value whose root is uid 0 reads back as v2; another root stays v3.
+    ok!(r.setxattr(f, "security.capability", caps(0x0300_0001, Some(0)), 0));
+    ok!(r.getxattr(f, "security.capability", 64));
+    ok!(r.getxattr(f, "security.capability", 0));
+    ok!(r.setxattr(f, "security.capability", caps(0x0300_0000, Some(5)), 0));
+    ok!(r.getxattr(f, "security.capability", 64));
+    // Not a v2 or v3 value: wrong size, unknown flags or revision, an invalid root.
+    err!(EINVAL, r.setxattr(f, "security.capability", b"abc", 0));
+    err!(
+        EINVAL,
+        r.setxattr(f, "security.capability", caps(0x0300_0003, Some(5)), 0)
+    );
+    err!(
+        EINVAL,
+        r.setxattr(f, "security.capability", caps(0x0100_0000, None), 0)
+    );
+    err!(
+        EINVAL,
+        r.setxattr(f, "security.capability", caps(0x0200_0000, Some(0)), 0)
+    );
+    err!(
+        EINVAL,
+        r.setxattr(
+            f,
+            "security.capability",
+            caps(0x0300_0000, Some(u32::MAX)),
+            0
+        )
+    );
+    r.set_creds(&u1000());
+    err!(EINVAL, r.setxattr(f, "security.capability", b"abc", 0));
+    err!(
+        EPERM,
+        r.setxattr(f, "security.capability", caps(0x0200_0000, None), 0)
+    );
+    err!(EPERM, r.removexattr(f, "security.capability"));
+    // An empty value passes every check (Linux's), and then reads as invalid.
+    ok!(r.setxattr(f, "security.capability", b"", 0));
+    r.set_creds(&Cred::root());
+    err!(EINVAL, r.getxattr(f, "security.capability", 64));
+    ok!(r.listxattr(f, 64));
+    ok!(r.removexattr(f, "security.capability"));
+});

@@ -65,6 +65,9 @@ mod mounts;
 mod open;
 mod paths;
 mod rename;
+mod xattr;
+
+pub use xattr::XattrsOf;
 
 struct FsCtx {
     root: Loc,

@@ -3,9 +3,11 @@
 //! after the kernel's turn), so that the same cases check hostfs's writes through to the
 //! host against the kernel.
 
-use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T};
+use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T, XT};
 use scalevfs::{Access, Whence};
-use scalevfs::{AtFlags, Creds, Errno, Fd, OFlags, Process, RenameFlags, SetTime, Timespec, Vfs};
+use scalevfs::{
+    AtFlags, Creds, Errno, Fd, OFlags, Process, RenameFlags, SetTime, Timespec, Vfs, XattrFlags,
+};
 use std::ffi::OsStr;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
@@ -401,5 +403,50 @@ impl Sys for Engine {
             .getcwd()
             .map(|p| p.into_os_string().into_vec())
             .map_err(e)
+    }
+
+    fn getxattr(&mut self, t: XT<'_>, name: &[u8], size: usize) -> Res<(usize, Vec<u8>)> {
+        let mut buf = vec![0u8; size];
+        let name = OsStr::from_bytes(name);
+        let n = match t {
+            XT::Path(p) => self.p.getxattr(path(p), name, &mut buf),
+            XT::LPath(p) => self.p.lgetxattr(path(p), name, &mut buf),
+            XT::Fd(h) => self.p.fgetxattr(self.fd(h)?, name, &mut buf),
+        }
+        .map_err(e)?;
+        buf.truncate(if size == 0 { 0 } else { n });
+        Ok((n, buf))
+    }
+
+    fn setxattr(&mut self, t: XT<'_>, name: &[u8], value: &[u8], flags: u32) -> Res<()> {
+        let (name, f) = (OsStr::from_bytes(name), XattrFlags(flags));
+        match t {
+            XT::Path(p) => self.p.setxattr(path(p), name, value, f),
+            XT::LPath(p) => self.p.lsetxattr(path(p), name, value, f),
+            XT::Fd(h) => self.p.fsetxattr(self.fd(h)?, name, value, f),
+        }
+        .map_err(e)
+    }
+
+    fn listxattr(&mut self, t: XT<'_>, size: usize) -> Res<(usize, Vec<u8>)> {
+        let mut buf = vec![0u8; size];
+        let n = match t {
+            XT::Path(p) => self.p.listxattr(path(p), &mut buf),
+            XT::LPath(p) => self.p.llistxattr(path(p), &mut buf),
+            XT::Fd(h) => self.p.flistxattr(self.fd(h)?, &mut buf),
+        }
+        .map_err(e)?;
+        buf.truncate(if size == 0 { 0 } else { n });
+        Ok((n, buf))
+    }
+
+    fn removexattr(&mut self, t: XT<'_>, name: &[u8]) -> Res<()> {
+        let name = OsStr::from_bytes(name);
+        match t {
+            XT::Path(p) => self.p.removexattr(path(p), name),
+            XT::LPath(p) => self.p.lremovexattr(path(p), name),
+            XT::Fd(h) => self.p.fremovexattr(self.fd(h)?, name),
+        }
+        .map_err(e)
     }
 }

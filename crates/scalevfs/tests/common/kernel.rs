@@ -7,7 +7,7 @@
 //! the system-call level) with the saved uid kept at 0; dropping the session restores root,
 //! the working directory and the umask, also when a case panics.
 
-use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T};
+use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T, XT};
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, CWD};
 use rustix::process::{Gid, Uid};
@@ -522,5 +522,55 @@ impl Sys for Kernel {
         rustix::process::getcwd(Vec::new())
             .map(|c| c.into_bytes())
             .map_err(errno)
+    }
+
+    fn getxattr(&mut self, t: XT<'_>, name: &[u8], size: usize) -> Res<(usize, Vec<u8>)> {
+        let mut buf = vec![0u8; size];
+        // rustix answers an empty buffer with 0: the size is asked for by the query calls.
+        let n = match (t, size) {
+            (XT::Path(p), 0) => rfs::getxattr_query(p, name),
+            (XT::LPath(p), 0) => rfs::lgetxattr_query(p, name),
+            (XT::Fd(h), 0) => rfs::fgetxattr_query(self.fd(h)?, name),
+            (XT::Path(p), _) => rfs::getxattr(p, name, &mut buf[..]),
+            (XT::LPath(p), _) => rfs::lgetxattr(p, name, &mut buf[..]),
+            (XT::Fd(h), _) => rfs::fgetxattr(self.fd(h)?, name, &mut buf[..]),
+        }
+        .map_err(errno)?;
+        buf.truncate(if size == 0 { 0 } else { n });
+        Ok((n, buf))
+    }
+
+    fn setxattr(&mut self, t: XT<'_>, name: &[u8], value: &[u8], flags: u32) -> Res<()> {
+        let f = rfs::XattrFlags::from_bits_retain(flags);
+        match t {
+            XT::Path(p) => rfs::setxattr(p, name, value, f),
+            XT::LPath(p) => rfs::lsetxattr(p, name, value, f),
+            XT::Fd(h) => rfs::fsetxattr(self.fd(h)?, name, value, f),
+        }
+        .map_err(errno)
+    }
+
+    fn listxattr(&mut self, t: XT<'_>, size: usize) -> Res<(usize, Vec<u8>)> {
+        let mut buf = vec![0u8; size];
+        let n = match (t, size) {
+            (XT::Path(p), 0) => rfs::listxattr_query(p),
+            (XT::LPath(p), 0) => rfs::llistxattr_query(p),
+            (XT::Fd(h), 0) => rfs::flistxattr_query(self.fd(h)?),
+            (XT::Path(p), _) => rfs::listxattr(p, &mut buf[..]),
+            (XT::LPath(p), _) => rfs::llistxattr(p, &mut buf[..]),
+            (XT::Fd(h), _) => rfs::flistxattr(self.fd(h)?, &mut buf[..]),
+        }
+        .map_err(errno)?;
+        buf.truncate(if size == 0 { 0 } else { n });
+        Ok((n, buf))
+    }
+
+    fn removexattr(&mut self, t: XT<'_>, name: &[u8]) -> Res<()> {
+        match t {
+            XT::Path(p) => rfs::removexattr(p, name),
+            XT::LPath(p) => rfs::lremovexattr(p, name),
+            XT::Fd(h) => rfs::fremovexattr(self.fd(h)?, name),
+        }
+        .map_err(errno)
     }
 }

@@ -34,7 +34,7 @@ errnos! {
     EFAULT = 14, EBUSY = 16, EEXIST = 17, EXDEV = 18, ENODEV = 19, ENOTDIR = 20, EISDIR = 21,
     EINVAL = 22, ENFILE = 23, EMFILE = 24, ETXTBSY = 26, EFBIG = 27, ENOSPC = 28, ESPIPE = 29,
     EROFS = 30, EMLINK = 31, ERANGE = 34, ENAMETOOLONG = 36, ENOSYS = 38, ENOTEMPTY = 39,
-    ELOOP = 40, ENODATA = 61, EOVERFLOW = 75, EOPNOTSUPP = 95,
+    ELOOP = 40, ENODATA = 61, EOVERFLOW = 75, EOPNOTSUPP = 95, E2BIG = 7,
 }
 
 impl fmt::Debug for E {
@@ -112,6 +112,25 @@ pub mod ty {
 /// the same order, so equal handles name corresponding files.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct H(pub usize);
+
+/// What an extended-attribute call names: a path (`getxattr`), a path whose final
+/// symlink is not followed (`lgetxattr`), or a descriptor (`fgetxattr`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum XT<'a> {
+    Path(&'a [u8]),
+    LPath(&'a [u8]),
+    Fd(H),
+}
+
+impl fmt::Display for XT<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XT::Path(p) => write!(f, "{}", show(p)),
+            XT::LPath(p) => write!(f, "l:{}", show(p)),
+            XT::Fd(h) => write!(f, "fd{}", h.0),
+        }
+    }
+}
 
 /// The directory a relative path starts from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -238,6 +257,13 @@ pub trait Sys {
     fn utimens(&mut self, d: Dir, p: &[u8], times: [T; 2], flags: u32) -> Res<()>;
     fn chdir(&mut self, p: &[u8]) -> Res<()>;
     fn getcwd(&mut self) -> Res<Vec<u8>>;
+
+    /// `getxattr` with a buffer of `size` bytes: the count returned, and the bytes.
+    fn getxattr(&mut self, t: XT<'_>, name: &[u8], size: usize) -> Res<(usize, Vec<u8>)>;
+    fn setxattr(&mut self, t: XT<'_>, name: &[u8], value: &[u8], flags: u32) -> Res<()>;
+    /// `listxattr` with a buffer of `size` bytes: the count returned, and the bytes.
+    fn listxattr(&mut self, t: XT<'_>, size: usize) -> Res<(usize, Vec<u8>)>;
+    fn removexattr(&mut self, t: XT<'_>, name: &[u8]) -> Res<()>;
 }
 
 /// A path for a trace line: escaped, and shortened when long.
@@ -754,6 +780,50 @@ impl<'a> Rec<'a> {
 
     pub fn readlink(&mut self, p: impl AsRef<[u8]>) -> Res<Vec<u8>> {
         self.readlink_at(Dir::Cwd, p)
+    }
+
+    pub fn getxattr(&mut self, t: XT<'_>, name: impl AsRef<[u8]>, size: usize) -> Res<Vec<u8>> {
+        let name = name.as_ref();
+        let r = self.sys.getxattr(t, name, size);
+        self.log(format!(
+            "getxattr({t}, {}, {size}) -> {}",
+            show(name),
+            show_res(&r, |(n, v)| format!("{n} {}", show(v)))
+        ));
+        r.map(|(_, v)| v)
+    }
+
+    pub fn setxattr(
+        &mut self,
+        t: XT<'_>,
+        name: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        flags: u32,
+    ) -> Res<()> {
+        let (name, value) = (name.as_ref(), value.as_ref());
+        let r = self.sys.setxattr(t, name, value, flags);
+        self.unit(
+            format!("setxattr({t}, {}, {}, {flags})", show(name), show(value)),
+            r,
+        )
+    }
+
+    /// `listxattr`; the names are shown sorted when the call is asked to `sort` (a system
+    /// may list them in another order than the kernel's tmpfs, as hostfs over another
+    /// file system would).
+    pub fn listxattr(&mut self, t: XT<'_>, size: usize) -> Res<Vec<u8>> {
+        let r = self.sys.listxattr(t, size);
+        self.log(format!(
+            "listxattr({t}, {size}) -> {}",
+            show_res(&r, |(n, v)| format!("{n} {}", show(v)))
+        ));
+        r.map(|(_, v)| v)
+    }
+
+    pub fn removexattr(&mut self, t: XT<'_>, name: impl AsRef<[u8]>) -> Res<()> {
+        let name = name.as_ref();
+        let r = self.sys.removexattr(t, name);
+        self.unit(format!("removexattr({t}, {})", show(name)), r)
     }
 
     pub fn stat_at(&mut self, d: Dir, p: impl AsRef<[u8]>, flags: u32) -> Res<St> {
