@@ -47,7 +47,7 @@ use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
     ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
 use scalevfs::{AtFlags, Creds, Fd, Handle, OFlags, Process, SetTime, Stat, Vfs, Whence};
@@ -58,6 +58,16 @@ use crate::files::OpenFiles;
 use crate::nodes::{NodeId, NodeTable, ObjKey};
 
 type R<T> = Result<T, fuser::Errno>;
+
+/// Answers `getxattr` or `listxattr`: the size asked for (`size` 0), or the bytes the
+/// engine put in `buf`.
+fn reply_xattr(reply: ReplyXattr, r: R<usize>, buf: &[u8], size: u32) {
+    match r {
+        Ok(n) if size == 0 => reply.size(n as u32),
+        Ok(n) => reply.data(&buf[..n]),
+        Err(e) => reply.error(e),
+    }
+}
 
 /// Answers a request that returns nothing: success, or the errno.
 fn reply_empty(reply: ReplyEmpty, r: R<()>) {
@@ -778,6 +788,59 @@ impl Filesystem for ScaleFs {
             ),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _g = self.enter(req);
+        let mut buf = vec![0u8; size as usize];
+        let r = self.node(ino).and_then(|fd| {
+            self.p
+                .xattrs_of(&*fd)
+                .and_then(|x| x.get(name, &mut buf))
+                .ex()
+        });
+        reply_xattr(reply, r, &buf, size)
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let _g = self.enter(req);
+        let how = scalevfs::XattrFlags(flags as u32);
+        reply_empty(
+            reply,
+            self.node(ino).and_then(|fd| {
+                self.p
+                    .xattrs_of(&*fd)
+                    .and_then(|x| x.set(name, value, how))
+                    .ex()
+            }),
+        )
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _g = self.enter(req);
+        let mut buf = vec![0u8; size as usize];
+        let r = self
+            .node(ino)
+            .and_then(|fd| self.p.xattrs_of(&*fd).and_then(|x| x.list(&mut buf)).ex());
+        reply_xattr(reply, r, &buf, size)
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _g = self.enter(req);
+        reply_empty(
+            reply,
+            self.node(ino)
+                .and_then(|fd| self.p.xattrs_of(&*fd).and_then(|x| x.remove(name)).ex()),
+        )
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
