@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # POSIX conformance through the FUSE mount, with suites we did not write: pjdfstest (with
-# conformance/pjdfstest.toml), fsx, real programs, SQLite in WAL mode and locks between
-# processes, on memfs and on hostfs (over a host tmpfs directory). Host tmpfs runs the same
+# conformance/pjdfstest.toml), fsx, real programs, SQLite in WAL mode, locks between
+# processes, and extended attributes (conformance/xattrs.py, against the reference tmpfs), on
+# memfs and on hostfs (over a host tmpfs directory). Host tmpfs runs the same
 # pjdfstest as the reference: each mount must fail nothing, and skip only what tmpfs skips.
 # Needs root and /dev/fuse; installs what it needs. Usage: bash scripts/conformance.sh
 set -euo pipefail
@@ -107,6 +108,10 @@ suite() {
     echo "sqlite ($1): $out"
     out=$(python3 "$ROOT/conformance/locks.py" "$M") || { echo "locks ($1): FAILED"; exit 1; }
     echo "locks ($1): $out"
+
+    # Extended attributes, call by call against the reference tmpfs, as root and as nobody.
+    out=$(python3 "$ROOT/conformance/xattrs.py" "$T" "$M") || { echo "xattrs ($1): FAILED"; echo "$out"; exit 1; }
+    echo "xattrs ($1): $out"
 }
 
 # memfs.

@@ -8,7 +8,8 @@
 //! there). An operation on a name runs relative to the parent node's handle
 //! (`openat(parent, name)`, `mkdirat`, `unlinkat`, `renameat2`, ...); an operation on a
 //! node uses its handle with an empty path (`AT_EMPTY_PATH`) or reopens it
-//! (`Process::reopen_handle`, like Linux's `/proc/self/fd/N`). Requests run with the
+//! (`Process::reopen_handle`, like Linux's `/proc/self/fd/N`); extended attributes go
+//! through `Process::xattrs_of` on the node's handle. Requests run with the
 //! caller's credentials ([`crate::creds`]), and every permission check is the engine's.
 //! When other users can reach the mount, [`crate::mount`] also asks the kernel for
 //! `default_permissions`, so that the kernel's own checks come first, in the kernel's

@@ -665,3 +665,68 @@ fn a_running_executable_is_not_truncated() {
 }
 
 const ETXTBSY: i32 = 26;
+
+/// Extended attributes through the mount: the engine answers every name (FUSE's kernel side
+/// passes them all through), with the engine's errors, and the buffer protocol (the size
+/// asked with an empty buffer, `ERANGE` for one too small) survives the trip.
+#[test]
+fn extended_attributes() {
+    use rustix::fs::{self as rfs, XattrFlags};
+    let Some(m) = mount("xattrs", false) else {
+        return;
+    };
+    let f = m.path("f");
+    fs::write(&f, b"").unwrap();
+    let none = XattrFlags::empty();
+    rfs::setxattr(&f, "user.colour", b"green", none).unwrap();
+    assert_eq!(rfs::getxattr_query(&f, "user.colour"), Ok(5));
+    let mut buf = [0u8; 64];
+    assert_eq!(rfs::getxattr(&f, "user.colour", &mut buf[..]), Ok(5));
+    assert_eq!(&buf[..5], b"green");
+    assert_eq!(
+        rfs::getxattr(&f, "user.colour", &mut buf[..3]),
+        Err(rustix::io::Errno::RANGE)
+    );
+    assert_eq!(
+        rfs::getxattr(&f, "user.none", &mut buf[..]),
+        Err(rustix::io::Errno::NODATA)
+    );
+    assert_eq!(
+        rfs::setxattr(&f, "user.colour", b"red", XattrFlags::CREATE),
+        Err(rustix::io::Errno::EXIST)
+    );
+    assert_eq!(
+        rfs::setxattr(&f, "foo.bar", b"x", none),
+        Err(rustix::io::Errno::OPNOTSUPP)
+    );
+    assert_eq!(
+        rfs::setxattr(&f, "user.", b"x", none),
+        Err(rustix::io::Errno::INVAL)
+    );
+    rfs::setxattr(&f, "user.a", b"", none).unwrap();
+    let n = rfs::listxattr(&f, &mut buf[..]).unwrap();
+    assert_eq!(&buf[..n], b"user.colour\0user.a\0");
+    rfs::removexattr(&f, "user.colour").unwrap();
+    assert_eq!(
+        rfs::removexattr(&f, "user.colour"),
+        Err(rustix::io::Errno::NODATA)
+    );
+    // A directory, and an open file by its descriptor.
+    fs::create_dir(m.path("d")).unwrap();
+    rfs::setxattr(m.path("d"), "user.d", b"dir", none).unwrap();
+    let h = fs::File::open(&f).unwrap();
+    assert_eq!(rfs::fgetxattr(&h, "user.a", &mut buf[..]), Ok(0));
+    drop(h);
+    // A symlink itself: user. is refused, trusted. is root's.
+    std::os::unix::fs::symlink("f", m.path("l")).unwrap();
+    assert_eq!(
+        rfs::lsetxattr(m.path("l"), "user.a", b"x", none),
+        Err(rustix::io::Errno::PERM)
+    );
+    if is_root() {
+        rfs::lsetxattr(m.path("l"), "trusted.t", b"x", none).unwrap();
+        let n = rfs::llistxattr(m.path("l"), &mut buf[..]).unwrap();
+        assert_eq!(&buf[..n], b"trusted.t\0");
+    }
+    m.unmount().unwrap();
+}

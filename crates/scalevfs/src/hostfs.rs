@@ -30,6 +30,17 @@
 //! set them (the host sets its own times for its own changes, within microseconds of
 //! these), and size and blocks as the host reports them after a data change.
 //!
+//! # Extended attributes
+//! Passed to the host object, after the engine's checks (`process::xattr`): by the
+//! description's data descriptor, a directory's own, or a descriptor of a regular file
+//! opened for the call (checked to be the object); a symlink or a special file, which is
+//! never opened, by (directory descriptor, name) with Linux 6.13's `*xattrat` calls and
+//! `AT_SYMLINK_NOFOLLOW`, so that they are reached without `/proc` (a server may run
+//! chrooted). On an older host kernel those objects have none (`EOPNOTSUPP`). An open file
+//! whose last name went is reached by a descriptor kept from that removal to its eviction
+//! (`HostFs::kept`). What the host's file system keeps and refuses is its own: its sizes,
+//! `ENOSPC`, `EOPNOTSUPP` where it has no such namespace, and its list order.
+//!
 //! # Ownership
 //! What a caller creates belongs to the caller: the server `fchownat`s each new object to
 //! the caller's uid and gid (then sets the exact mode, which the server's umask and a
@@ -115,10 +126,12 @@
 //! descriptors to the hard one. An open description's data descriptor is closed with it.
 //!
 //! # Lock order, and what protects what
-//! [`HostFs`] has two locks of its own, both leaves: a node's `names` mutex (its known
+//! [`HostFs`] has three locks of its own, all leaves: a node's `names` mutex (its known
 //! names, `dead`, and an `O_TMPFILE` file's descriptor), never held across a host call but
-//! in `link` (whose source name must not go meanwhile), and the table of host devices,
-//! taken only when an entry's device is not the root's. The inode cache's shards are
+//! in `link` (whose source name must not go meanwhile); the table of host devices, taken
+//! only when an entry's device is not the root's; and `kept` (the descriptors of open files
+//! whose last name went, from that removal to their eviction), never held across a host
+//! call (a caller copies the descriptor with `dup` and lets go). The inode cache's shards are
 //! locked only briefly by a miss (see `icache`). A node's directory descriptor is set once
 //! (`OnceLock`). Loads hold no lock across the host. Changes are called by the engine with
 //! the directory locks of the directories they change held (as Linux holds `i_rwsem`
@@ -265,6 +278,11 @@ pub struct HostFs {
     /// [`Policy::Shared`]: listings record the directory's times, and a listing refreshes
     /// the attributes of the objects it finds cached.
     shared: bool,
+    /// Descriptors of regular files whose last name went while they were open, by the
+    /// address of their engine inode, from the removal to the eviction: what reaches such a
+    /// file by the object rather than by a description (a FUSE request on its node, which
+    /// holds it by an `O_PATH` handle) has no name left to open it by.
+    kept: Mutex<std::collections::HashMap<usize, OwnedFd>>,
 }
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
@@ -307,6 +325,7 @@ impl HostFs {
             euid: rustix::process::geteuid().as_raw(),
             egid: rustix::process::getegid().as_raw(),
             shared: matches!(opts.policy, Policy::Shared { .. }),
+            kept: Mutex::new(std::collections::HashMap::new()),
         };
         let node = HostNode {
             dir: OnceLock::from(root_fd),
@@ -502,6 +521,43 @@ impl HostFs {
 
     /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
     /// lookups that found it.
+    /// Before the last known name of the open regular file `victim` goes: a descriptor of
+    /// it, to keep until its eviction (see `kept`). `None` for anything else, or when the
+    /// server may not open it.
+    fn to_keep(&self, victim: &Inode) -> Option<OwnedFd> {
+        if victim.mode() & S_IFMT != S_IFREG || !victim.is_open() {
+            return None;
+        }
+        let node = self.node_of(victim).ok()?;
+        let (dir, name) = {
+            let names = node.names.lock();
+            match names.list.as_slice() {
+                [only] => only.clone(),
+                _ => return None,
+            }
+        };
+        let open = |f| {
+            open_at(
+                &dir,
+                &name,
+                f | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                victim.ino,
+            )
+        };
+        match open(OFlags::RDONLY) {
+            Err(Errno::EACCES) => open(OFlags::WRONLY),
+            r => r,
+        }
+        .ok()
+    }
+
+    /// Keeps `fd` (from `to_keep`) for `victim`, whose last name just went.
+    fn keep(&self, victim: &Inode, fd: Option<OwnedFd>) {
+        if let Some(fd) = fd {
+            self.kept.lock().insert(victim as *const Inode as usize, fd);
+        }
+    }
+
     fn forget(&self, ino: u64) {
         let key = self.key(ino);
         while !self.nodes.evict(key) {
@@ -680,6 +736,8 @@ impl FileSystem for HostFs {
     /// open, or an `O_TMPFILE` file was closed unlinked): its number is the host's to reuse.
     fn evict(&self, inode: &Inode) {
         self.let_go(inode, |names| names.anon = None);
+        let kept = self.kept.lock().remove(&(inode as *const Inode as usize));
+        drop(kept);
     }
 
     fn transfer_owner(&self, _: &Inode, _: u32) {}
@@ -992,8 +1050,10 @@ impl FileSystem for HostFs {
         } else {
             AtFlags::empty()
         };
+        let keep = self.to_keep(victim);
         rfs::unlinkat(&*dfd, name, flags).map_err(host)?;
         self.unname(victim, &dfd, name);
+        self.keep(victim, keep);
         Ok(())
     }
 
@@ -1014,7 +1074,11 @@ impl FileSystem for HostFs {
         } else {
             rfs::RenameFlags::empty()
         };
+        let keep = replaced.filter(|_| !exchange).and_then(|r| self.to_keep(r));
         rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags).map_err(host)?;
+        if let Some(r) = replaced {
+            self.keep(r, keep);
+        }
         let rename_in = |inode: &Inode, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
             if let Ok(node) = self.node_of(inode) {
                 let mut names = node.names.lock();
@@ -1327,7 +1391,19 @@ impl HostFs {
             let dir = self.dir_fd(inode)?;
             return f(HostObj::Fd(dir.as_fd()));
         }
-        let (dir, name) = self.node_of(inode)?.name()?;
+        let named = self.node_of(inode).and_then(|n| n.name());
+        let (dir, name) = match named {
+            Ok(n) => n,
+            Err(e) => {
+                // A file whose last name went while it was open (see `kept`); a copy of
+                // the descriptor, so that no lock is held across the host call.
+                let kept = self.kept.lock();
+                let fd = kept.get(&(inode as *const Inode as usize)).ok_or(e)?;
+                let fd = rustix::io::dup(fd).map_err(host)?;
+                drop(kept);
+                return f(HostObj::Fd(fd.as_fd()));
+            }
+        };
         if inode.mode() & S_IFMT == S_IFREG {
             let open = |flags| {
                 open_at(

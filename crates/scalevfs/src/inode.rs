@@ -357,7 +357,7 @@ pub struct Inode {
     /// under its file system's xattr lock, while the setter holds the inode: see
     /// `memfs`, "Extended attributes"), so that an eviction looks for them only then. It
     /// sits in what was padding before `seq`.
-    pub(crate) has_xattrs: std::sync::atomic::AtomicBool,
+    pub(crate) has_xattrs: crate::sync::AtomicBool,
     seq: SeqCount32,
     /// Holds on the inode's contents: one while it has links, one per open description. At
     /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
@@ -468,7 +468,7 @@ impl Inode {
             blocks: AtomicU64::new(0),
             times: FileTimes::new(now),
             attr_lock: Mutex::new(()),
-            has_xattrs: std::sync::atomic::AtomicBool::new(false),
+            has_xattrs: crate::sync::AtomicBool::new(false),
             contents,
         };
         // tmpfs keeps a symlink body of 128 bytes or more (with its NUL) in a page.

@@ -42,6 +42,7 @@ pub(crate) struct Locked<'a, T> {
 
 /// How many slots a table has on a machine of `cpus` CPUs: four per CPU, a power of two,
 /// from 16 to 4,096.
+#[cfg_attr(loom, allow(dead_code))]
 fn slot_count_for(cpus: usize) -> usize {
     (4 * cpus.max(1)).next_power_of_two().clamp(16, 4096)
 }
@@ -81,7 +82,7 @@ impl<T> LockTable<T> {
     }
 
     /// How many slots the table has.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn len(&self) -> usize {
         self.slots.len()
     }
@@ -117,7 +118,7 @@ impl<T> Locked<'_, T> {
     }
 
     /// How many distinct slots are held.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn slots_held(&self) -> usize {
         self.held.len()
     }

@@ -21,7 +21,7 @@
 #![cfg(not(loom))]
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
-use scalevfs::{Creds, Errno, HostFs, HostFsOptions, HostPolicy, OFlags as VO, Vfs};
+use scalevfs::{Creds, Errno, HostFs, HostFsOptions, HostPolicy, OFlags as VO, Vfs, XattrFlags};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -1491,4 +1491,42 @@ fn the_shared_policy_with_a_tiny_cache() {
     }
     assert_eq!(engine_names(&p, "/d1"), host_names(&r("d1")));
     assert!(vfs.stats().root_fs.dentry_evictions > 0);
+}
+
+/// Extended attributes of a file held by an `O_PATH` handle (as the FUSE server holds every
+/// object) once its last name went: hostfs keeps a descriptor of such a file from the
+/// unlink (or the rename over it) to its eviction, since there is no name left to open it
+/// by. Before, every call failed with `ESTALE`.
+#[test]
+fn xattrs_of_an_unlinked_file_held_by_a_path_handle() {
+    let s = Scratch::new("xattrs-unlinked");
+    let vfs = serve_rw(&s.0);
+    let p = vfs.process(Creds::root());
+    let none = XattrFlags::empty();
+    for (file, gone) in [("/f", "unlink"), ("/g", "rename over")] {
+        p.write_file(file, b"data").unwrap();
+        p.setxattr(file, "user.a", b"1", none).unwrap();
+        let h = p.open(file, VO::PATH, 0).unwrap();
+        if gone == "unlink" {
+            p.unlink(file).unwrap();
+        } else {
+            p.write_file("/other", b"").unwrap();
+            p.rename("/other", file).unwrap();
+        }
+        let x = p.xattrs_of(h).unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(x.get("user.a", &mut buf), Ok(1), "{gone}");
+        x.set("user.b", b"22", none).unwrap();
+        let n = x.list(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"user.b\0user.a\0", "{gone}");
+        x.remove("user.a").unwrap();
+        // The calls by descriptor refuse an `O_PATH` handle, as Linux's do.
+        assert_eq!(p.fgetxattr(h, "user.b", &mut buf), Err(Errno::EBADF));
+        p.close(h).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_dir(&s.0).unwrap().count(),
+        1,
+        "only /g is left"
+    );
 }
