@@ -132,6 +132,8 @@ pub fn current() -> &'static Process {
 /// }
 /// # Ok::<(), std::io::Error>(())
 /// ```
+// The refused process comes back whole, as `OnceLock::set` gives back its value.
+#[allow(clippy::result_large_err)]
 pub fn set_current(p: Process) -> Result<(), Process> {
     CURRENT.set(p)
 }
