@@ -774,6 +774,12 @@ impl SuperBlock {
         }
     }
 
+    /// Whether the file system writes every change through to storage
+    /// ([`FileSystem::writes_through`]).
+    pub(crate) fn writes_through(&self) -> bool {
+        self.stores
+    }
+
     /// Runs `op`, a call of the file system's extended-attribute methods, with a hold on
     /// `inode` (`Inode::hold`), so that the inode is not evicted meanwhile: an attribute
     /// set on it is then always seen by its eviction (the hold's release orders the two),

@@ -2505,3 +2505,58 @@ case!(xattr_security_capability, |r| {
     ok!(r.listxattr(f, 64));
     ok!(r.removexattr(f, "security.capability"));
 });
+
+case!(
+    xattr_security_capability_goes_with_a_change_of_contents_or_owner,
+    |r| {
+        ok!(r.mkfile("/f", b""));
+        ok!(r.chmod("/f", 0o666));
+        let f = XT::Path(b"/f");
+        let caps = || {
+            let mut v = 0x0200_0000u32.to_le_bytes().to_vec();
+            v.extend([0u8; 16]);
+            v
+        };
+        let h = r.open("/f", o::RDWR, 0).unwrap();
+        ok!(r.setxattr(f, "user.keep", "1", 0));
+        // A write of nothing, chmod and utimensat leave it.
+        ok!(r.setxattr(f, "security.capability", caps(), 0));
+        ok!(r.write(h, b""));
+        ok!(r.chmod("/f", 0o666));
+        ok!(r.utimens("/f", [T::Now, T::Now]));
+        ok!(r.getxattr(f, "security.capability", 64));
+        // A write takes it, and sets ctime.
+        let t0 = r.times("/f");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ok!(r.write(h, b"x"));
+        r.times_rel("write", "/f", &t0);
+        err!(ENODATA, r.getxattr(f, "security.capability", 64));
+        // So do a truncate to the same size, fallocate and chown (to the same owner too).
+        ok!(r.setxattr(f, "security.capability", caps(), 0));
+        let t1 = r.times("/f");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        ok!(r.truncate("/f", 1));
+        r.times_rel("same-size truncate", "/f", &t1);
+        err!(ENODATA, r.getxattr(f, "security.capability", 64));
+        ok!(r.setxattr(f, "security.capability", caps(), 0));
+        ok!(r.fallocate(h, 0, 0, 100));
+        err!(ENODATA, r.getxattr(f, "security.capability", 64));
+        ok!(r.setxattr(f, "security.capability", caps(), 0));
+        ok!(r.chown("/f", Some(0), Some(0)));
+        err!(ENODATA, r.getxattr(f, "security.capability", 64));
+        // By another user's write too.
+        ok!(r.setxattr(f, "security.capability", caps(), 0));
+        r.set_creds(&u1000());
+        let u = r.open("/f", o::WRONLY, 0).unwrap();
+        ok!(r.pwrite(u, b"y", 0));
+        r.set_creds(&Cred::root());
+        err!(ENODATA, r.getxattr(f, "security.capability", 64));
+        // An empty value is not a capability: it stays.
+        ok!(r.setxattr(f, "security.capability", b"", 0));
+        ok!(r.write(h, b"z"));
+        err!(EINVAL, r.getxattr(f, "security.capability", 64));
+        ok!(r.listxattr(f, 128));
+        ok!(r.close(h));
+        ok!(r.close(u));
+    }
+);

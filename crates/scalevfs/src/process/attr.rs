@@ -373,6 +373,9 @@ impl Process {
         if let Some(uid) = uid {
             fs.transfer_owner(inode, uid);
         }
+        if mode & S_IFMT != S_IFDIR {
+            xattr::kill_priv(fs, inode);
+        }
         Ok(())
     }
 
@@ -561,6 +564,7 @@ impl Process {
             _ => return Err(Errno::EINVAL),
         };
         let mut data = d.write();
+        xattr::kill_priv(fs, inode);
         let size = inode.size();
         let freed = if len < size { data.truncate(len) } else { 0 };
         fs.uncharge_pages(freed);
@@ -644,6 +648,7 @@ impl Process {
         };
         let fs = &f.mnt.fs;
         let mut data = d.write();
+        xattr::kill_priv(fs, &f.inode);
         let size = f.inode.size();
         let pages_delta = if punch {
             let freed = data.punch(off, end);

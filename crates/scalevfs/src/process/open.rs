@@ -519,6 +519,7 @@ impl Process {
         if n == 0 {
             return Ok((0, off));
         }
+        xattr::kill_priv(&f.mnt.fs, &f.inode);
         // The pages the write adds are charged before any byte changes. With too few left,
         // the write is cut short where the pages it could charge end (as tmpfs does, page
         // by page), or fails with ENOSPC if not one byte fits: never a change then an error,

@@ -20,7 +20,8 @@
 //! 7. the file system: `ENODATA`, `EEXIST`, `ENOSPC` (memfs: tmpfs's inode space).
 //!
 //! A change sets the object's ctime. `listxattr` needs no permission, and leaves `trusted.`
-//! names out for everyone but root. The buffer calls answer as Linux's: an empty buffer
+//! names out for everyone but root. A write, truncate, `fallocate` or `chown` of a memfs
+//! file removes a non-empty `security.capability` (`kill_priv`, Linux's `killpriv`). The buffer calls answer as Linux's: an empty buffer
 //! asks for the size; one too small is `ERANGE`.
 
 use super::*;
@@ -187,6 +188,24 @@ fn visible(list: Vec<u8>, creds: &Creds) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Linux's `killpriv` (`security_inode_killpriv`): a write, a truncate, an `fallocate` or a
+/// `chown` of a file removes its `security.capability`, if it has a non-empty one
+/// (`cap_inode_need_killpriv`), and that removal sets ctime. For memfs; a file system that
+/// writes through (hostfs) has the host do it, as the host's own write or `chown` does.
+/// Costs a byte's load for an inode that never had an extended attribute.
+pub(super) fn kill_priv(fs: &SuperBlock, inode: &Inode) {
+    if !inode.has_xattrs.load(std::sync::atomic::Ordering::Relaxed) || fs.writes_through() {
+        return;
+    }
+    let removed = fs.xattr_op(inode, |ops| match ops.get_xattr(inode, CAPS, None) {
+        Ok(v) if !v.is_empty() => ops.remove_xattr(inode, CAPS, None),
+        _ => Err(Errno::ENODATA),
+    });
+    if removed.is_ok() {
+        inode.touch(Times::change(now()));
+    }
 }
 
 /// What the calls do once they have the object.
