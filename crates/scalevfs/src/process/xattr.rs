@@ -21,8 +21,9 @@
 //!
 //! A change sets the object's ctime. `listxattr` needs no permission, and leaves `trusted.`
 //! names out for everyone but root. A write, truncate, `fallocate` or `chown` of a memfs
-//! file removes a non-empty `security.capability` (`kill_priv`, Linux's `killpriv`). The buffer calls answer as Linux's: an empty buffer
-//! asks for the size; one too small is `ERANGE`.
+//! file removes a non-empty `security.capability` (`kill_priv`, Linux's `killpriv`). The
+//! buffer calls answer as Linux's: an empty buffer asks for the size; one too small is
+//! `ERANGE`.
 
 use super::*;
 use crate::types::limits::{XATTR_LIST_MAX, XATTR_NAME_MAX, XATTR_SIZE_MAX};
