@@ -261,6 +261,16 @@ impl Process {
         if of.is_path() {
             return Err(Errno::EBADF);
         }
+        self.on_file(&of, f)
+    }
+
+    /// Runs `f` on the object of the description `of`, with the caller's credentials and
+    /// the description's data descriptor.
+    pub(super) fn on_file<R>(
+        &self,
+        of: &FileRef,
+        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+    ) -> Result<R> {
         let g = crossbeam_epoch::pin();
         f(
             &of.inode,

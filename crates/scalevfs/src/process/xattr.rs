@@ -64,15 +64,16 @@ const CAP_EFFECTIVE: u32 = 1;
 const CAPS_V2: usize = 20;
 const CAPS_V3: usize = 24;
 
-/// The revision of a `security.capability` value, if it is a valid v2 or v3 one.
-fn caps_rev(v: &[u8]) -> Option<u32> {
+/// The revision and magic word of a `security.capability` value, if it is a valid v2 or v3
+/// one.
+fn caps_rev(v: &[u8]) -> Option<(u32, u32)> {
     let magic = u32::from_le_bytes(v.get(..4)?.try_into().ok()?);
     if magic & !(CAP_REV_MASK | CAP_EFFECTIVE) != 0 {
         return None;
     }
     match (magic & CAP_REV_MASK, v.len()) {
-        (CAP_REV2, CAPS_V2) => Some(CAP_REV2),
-        (CAP_REV3, CAPS_V3) => Some(CAP_REV3),
+        (CAP_REV2, CAPS_V2) => Some((CAP_REV2, magic)),
+        (CAP_REV3, CAPS_V3) => Some((CAP_REV3, magic)),
         _ => None,
     }
 }
@@ -153,9 +154,8 @@ fn may_read(inode: &Inode, name: &[u8], creds: &Creds) -> Result<()> {
 /// value whose root is uid 0 reads as v2; a value that is neither is `EINVAL`.
 fn caps_for_reader(v: Vec<u8>) -> Result<Vec<u8>> {
     match caps_rev(&v) {
-        Some(CAP_REV2) => Ok(v),
-        Some(_) if v[CAPS_V2..] == [0; 4] => {
-            let magic = u32::from_le_bytes(v[..4].try_into().unwrap());
+        Some((CAP_REV2, _)) => Ok(v),
+        Some((_, magic)) if v[CAPS_V2..] == [0; 4] => {
             let mut out = (CAP_REV2 | (magic & CAP_EFFECTIVE)).to_le_bytes().to_vec();
             out.extend_from_slice(&v[4..CAPS_V2]);
             Ok(out)
@@ -235,7 +235,7 @@ impl Process {
     ) -> Result<()> {
         fs.want_write()?;
         if name == CAPS && !value.is_empty() {
-            let rev = caps_rev(value).ok_or(Errno::EINVAL)?;
+            let (rev, _) = caps_rev(value).ok_or(Errno::EINVAL)?;
             if c.uid != 0 {
                 return Err(Errno::EPERM);
             }
@@ -563,14 +563,7 @@ impl XattrsOf<'_> {
         &self,
         f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
-        let g = crossbeam_epoch::pin();
-        let of = &self.file;
-        f(
-            &of.inode,
-            &of.mnt.fs,
-            self.p.creds_ref(&g),
-            of.data_fd_if_open(),
-        )
+        self.p.on_file(&self.file, f)
     }
 
     /// As [`Process::fgetxattr`].
