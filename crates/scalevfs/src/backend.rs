@@ -828,6 +828,11 @@ impl SuperBlock {
     #[inline]
     pub(crate) fn release(&self, inode: &Inode) {
         if inode.release() {
+            // No description is left to hold a lock; whatever a frontend owner left goes
+            // with the inode, whose address may key a new one's (`filelock`, "Release").
+            if inode.has_locks.load(std::sync::atomic::Ordering::Relaxed) {
+                crate::filelock::global().purge(inode);
+            }
             self.ops.evict(inode);
         }
     }

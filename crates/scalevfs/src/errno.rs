@@ -63,7 +63,9 @@ errnos! {
     EROFS = 30, "Read-only file system";
     EMLINK = 31, "Too many links";
     ERANGE = 34, "Result too large";
+    EDEADLK = 35, "Resource deadlock avoided";
     ENAMETOOLONG = 36, "File name too long";
+    ENOLCK = 37, "No locks available";
     ENOSYS = 38, "Function not implemented";
     ENOTEMPTY = 39, "Directory not empty";
     ELOOP = 40, "Too many levels of symbolic links";

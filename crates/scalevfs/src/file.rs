@@ -123,6 +123,18 @@ impl OpenFile {
         }
     }
 
+    /// The owner of this description's `flock` and OFD locks.
+    pub(crate) fn lock_owner(&self) -> crate::filelock::Owner {
+        crate::filelock::Owner::Desc(self as *const OpenFile as usize)
+    }
+
+    /// Whether a descriptor or handle still refers to this description (the lock half of
+    /// the close/lock race: see `filelock`, "Release").
+    pub(crate) fn is_referenced(&self) -> bool {
+        // A read-modify-write, not a load: see `filelock`, "Release".
+        self.fd_refs.fetch_add(0, AcqRel) > 0
+    }
+
     /// Whether this is an `O_PATH` descriptor.
     pub(crate) fn is_path(&self) -> bool {
         self.flags.contains(OFlags::PATH)
@@ -147,7 +159,12 @@ impl OpenFile {
     /// and an unlinked file's space comes back at its last close, as on tmpfs), though
     /// lockless readers may hold the memory for a grace period.
     fn slot_removed(&self) {
+        // The read-modify-write, then the flag: the close half of the close/lock race (see
+        // `filelock`, "Release").
         if self.fd_refs.fetch_sub(1, AcqRel) == 1 {
+            if self.inode.has_locks.load(Acquire) {
+                crate::filelock::global().drop_owner(&self.inode, self.lock_owner());
+            }
             self.mnt.users.add(-1);
             self.mnt.fs.release(&self.inode);
         }
@@ -486,6 +503,9 @@ impl FdBits {
 /// only under `alloc` and read under an epoch guard. `alloc`'s bitmap has a number's bit
 /// set exactly while its slot is non-null.
 pub struct FdTable {
+    /// This table's number: the owner of its process's record locks (`filelock`), never
+    /// reused.
+    id: u64,
     slots: Atomic<Slots>,
     /// Which numbers are taken, and the closed descriptions waiting for their batch to be
     /// deferred; serializes writers.
@@ -507,7 +527,9 @@ const BATCH: usize = if cfg!(loom) { 1 } else { 32 };
 
 impl Default for FdTable {
     fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         FdTable {
+            id: NEXT.fetch_add(1, Relaxed),
             slots: Atomic::new(Slots::with_len(16)),
             alloc: Mutex::new(Alloc::default()),
         }
@@ -532,6 +554,25 @@ impl FdTable {
             .unwrap_or(ptr::null_mut());
         // SAFETY: a slot's count is dropped only after a grace period, and we hold `g`.
         unsafe { p.as_ref() }.ok_or(Errno::EBADF)
+    }
+
+    /// This table's number (see `id`).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether `fd` still refers to `f` (the lock half of the close/lock race: see
+    /// `filelock`, "Release"): a compare-and-swap of the slot with itself, so that it is
+    /// ordered with a close's swap.
+    pub(crate) fn still_maps(&self, fd: Fd, f: &OpenFile) -> bool {
+        let g = crossbeam_epoch::pin();
+        let Ok(i) = usize::try_from(fd.0) else {
+            return false;
+        };
+        self.slots(&g).0.get(i).is_some_and(|s| {
+            let p = f as *const OpenFile as *mut OpenFile;
+            s.compare_exchange(p, p, AcqRel, Acquire).is_ok()
+        })
     }
 
     /// The description behind `fd`, held for a call (see [`FileRef`]). `EBADF` if it was
@@ -592,10 +633,17 @@ impl FdTable {
     /// [`FdTable::retire_locked`]) goes to the collector. The caller is pinned by `g`
     /// since before it cleared the slot, so `p` is not freed meanwhile, even if another
     /// close deferred the batch that holds it.
-    fn put_slot(p: *mut OpenFile, batch: Option<Vec<SendPtr<OpenFile>>>, g: &Guard) {
+    fn put_slot(&self, p: *mut OpenFile, batch: Option<Vec<SendPtr<OpenFile>>>, g: &Guard) {
         if !p.is_null() {
             // SAFETY: see above: a retired description lives until `g` is unpinned.
-            unsafe { &*p }.slot_removed();
+            let f = unsafe { &*p };
+            // POSIX: a close drops the process's record locks on the file. After the
+            // slot's swap: the close half of the close/lock race (`filelock`, "Release").
+            if f.inode.has_locks.load(Acquire) {
+                crate::filelock::global()
+                    .drop_owner(&f.inode, crate::filelock::Owner::Process(self.id));
+            }
+            f.slot_removed();
         }
         if let Some(v) = batch.filter(|v| !v.is_empty()) {
             // SAFETY: every pointer in `v` left its slot before now and owns a strong
@@ -642,7 +690,7 @@ impl FdTable {
         a.bits.clear(i);
         let batch = Self::retire_locked(&mut a, p);
         drop(a);
-        Self::put_slot(p, batch, &g);
+        self.put_slot(p, batch, &g);
         Ok(())
     }
 
@@ -669,7 +717,7 @@ impl FdTable {
         a.bits.set(i);
         let batch = Self::retire_locked(&mut a, prev);
         drop(a);
-        Self::put_slot(prev, batch, &g);
+        self.put_slot(prev, batch, &g);
         Ok(new)
     }
 
@@ -704,10 +752,10 @@ impl Drop for FdTable {
             let p = s.swap(ptr::null_mut(), AcqRel);
             if !p.is_null() {
                 rest.push(SendPtr(p));
-                Self::put_slot(p, None, &g);
+                self.put_slot(p, None, &g);
             }
         }
-        Self::put_slot(ptr::null_mut(), Some(rest), &g);
+        self.put_slot(ptr::null_mut(), Some(rest), &g);
         // SAFETY: the table is going away; no reader of it remains.
         unsafe {
             let old = self.slots.swap(crossbeam_epoch::Shared::null(), AcqRel, &g);

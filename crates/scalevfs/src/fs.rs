@@ -719,6 +719,45 @@ impl<'p> OpenOptions<'p> {
     }
 }
 
+/// Why [`File::try_lock`] did not take its lock, as `std::fs::TryLockError`.
+#[derive(Debug)]
+pub enum TryLockError {
+    /// Another open file holds a lock that conflicts.
+    WouldBlock,
+    /// The call failed.
+    Error(std::io::Error),
+}
+
+impl std::fmt::Display for TryLockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TryLockError::WouldBlock => {
+                f.write_str("lock acquisition failed because the operation would block")
+            }
+            TryLockError::Error(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TryLockError {}
+
+impl From<TryLockError> for std::io::Error {
+    fn from(e: TryLockError) -> std::io::Error {
+        match e {
+            TryLockError::WouldBlock => Errno::EAGAIN.into(),
+            TryLockError::Error(e) => e,
+        }
+    }
+}
+
+fn try_lock(r: crate::Result<()>) -> Result<(), TryLockError> {
+    match r {
+        Ok(()) => Ok(()),
+        Err(Errno::EAGAIN) => Err(TryLockError::WouldBlock),
+        Err(e) => Err(TryLockError::Error(e.into())),
+    }
+}
+
 /// An open file, as `std::fs::File`: [`Read`], [`Write`] and [`Seek`] through its own
 /// position, `read_at`/`write_at` at any offset. Dropping it closes it. Made by
 /// [`Fs::open`], [`Fs::create`] and [`OpenOptions::open`].
@@ -766,6 +805,53 @@ impl<'p> File<'p> {
     /// Makes the file's data and metadata durable (`fsync`).
     pub fn sync_all(&self) -> IoResult<()> {
         Ok(self.p.fsync(&self.h)?)
+    }
+
+    /// Waits for and takes an exclusive lock on the whole file (`flock(LOCK_EX)`), as
+    /// `std::fs::File::lock`. The lock is the open file's: a [`File::try_clone`] shares it,
+    /// and it goes when the last of them is dropped, or with [`File::unlock`].
+    ///
+    /// ```
+    /// use scalevfs::fs::{File, TryLockError};
+    /// let a = File::create("/tmp/lock-doc")?;
+    /// let b = File::open("/tmp/lock-doc")?;
+    /// a.lock()?;
+    /// assert!(matches!(b.try_lock_shared(), Err(TryLockError::WouldBlock)));
+    /// drop(a);
+    /// b.try_lock_shared()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn lock(&self) -> IoResult<()> {
+        Ok(self.p.flock(&self.h, crate::FlockOp::EX)?)
+    }
+
+    /// Waits for and takes a shared lock on the whole file (`flock(LOCK_SH)`), as
+    /// `std::fs::File::lock_shared`.
+    pub fn lock_shared(&self) -> IoResult<()> {
+        Ok(self.p.flock(&self.h, crate::FlockOp::SH)?)
+    }
+
+    /// Takes an exclusive lock if no other open file holds one (`flock(LOCK_EX |
+    /// LOCK_NB)`), as `std::fs::File::try_lock`.
+    pub fn try_lock(&self) -> Result<(), TryLockError> {
+        try_lock(
+            self.p
+                .flock(&self.h, crate::FlockOp::EX | crate::FlockOp::NB),
+        )
+    }
+
+    /// Takes a shared lock if no other open file holds an exclusive one (`flock(LOCK_SH |
+    /// LOCK_NB)`), as `std::fs::File::try_lock_shared`.
+    pub fn try_lock_shared(&self) -> Result<(), TryLockError> {
+        try_lock(
+            self.p
+                .flock(&self.h, crate::FlockOp::SH | crate::FlockOp::NB),
+        )
+    }
+
+    /// Drops this open file's lock (`flock(LOCK_UN)`), as `std::fs::File::unlock`.
+    pub fn unlock(&self) -> IoResult<()> {
+        Ok(self.p.flock(&self.h, crate::FlockOp::UN)?)
     }
 
     /// Makes the file's data durable (`fdatasync`).

@@ -358,6 +358,10 @@ pub struct Inode {
     /// `memfs`, "Extended attributes"), so that an eviction looks for them only then. It
     /// sits in what was padding before `seq`.
     pub(crate) has_xattrs: crate::sync::AtomicBool,
+    /// Whether the file-lock table may hold records for this inode (`filelock`): set and
+    /// cleared under the inode's slot of that table, read without it by a close, which
+    /// looks for locks to drop only then. Also in padding.
+    pub(crate) has_locks: crate::sync::AtomicBool,
     seq: SeqCount32,
     /// Holds on the inode's contents: one while it has links, one per open description. At
     /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
@@ -469,6 +473,7 @@ impl Inode {
             times: FileTimes::new(now),
             attr_lock: Mutex::new(()),
             has_xattrs: crate::sync::AtomicBool::new(false),
+            has_locks: crate::sync::AtomicBool::new(false),
             contents,
         };
         // tmpfs keeps a symlink body of 128 bytes or more (with its NUL) in a page.

@@ -27,6 +27,7 @@ mod backend;
 mod dentry;
 mod errno;
 mod file;
+mod filelock;
 pub mod fs;
 #[cfg(not(loom))]
 mod hostfs;

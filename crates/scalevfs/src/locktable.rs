@@ -1,9 +1,10 @@
 //! A padded table of hashed locks (seed 002, "hashed locks instead of global ones"), for
 //! per-inode state that few operations touch and none may serialize behind a global lock.
-//! memfs keeps its extended attributes in one (`memfs`, "Extended attributes"), which
-//! locks one key at a time. The file-lock records of `flock` and `fcntl` are to be the
-//! first user of [`LockTable::lock_keys`] (not yet built: through a FUSE mount the kernel
-//! keeps them).
+//! memfs keeps its extended attributes in one (`memfs`, "Extended attributes"), and the
+//! engine its file locks (`filelock`); both lock one key at a time, and the file locks wait
+//! on a slot's condition variable ([`LockTable::wait`]). No operation of theirs needs two
+//! keys' state at once, so [`LockTable::lock_keys`] has no caller yet; it is what one must
+//! use.
 //!
 //! # Mechanism
 //! A key (an inode's number, say) hashes to one of `n` slots, each a mutex over the slot's
@@ -25,12 +26,19 @@
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 /// A table of hashed locks, each over a `T`. See the module docs.
 pub(crate) struct LockTable<T> {
-    slots: Box<[CachePadded<Mutex<T>>]>,
+    slots: Box<[CachePadded<Slot<T>>]>,
     mask: u64,
+}
+
+/// One slot: its lock, and a condition variable for callers that wait for a change of the
+/// state under it ([`LockTable::wait`]).
+struct Slot<T> {
+    state: Mutex<T>,
+    changed: Condvar,
 }
 
 /// The slots [`LockTable::lock_keys`] took, in ascending slot order.
@@ -63,7 +71,12 @@ impl<T: Default> LockTable<T> {
         assert!(n.is_power_of_two(), "a power of two");
         LockTable {
             slots: (0..n)
-                .map(|_| CachePadded::new(Mutex::new(T::default())))
+                .map(|_| {
+                    CachePadded::new(Slot {
+                        state: Mutex::new(T::default()),
+                        changed: Condvar::default(),
+                    })
+                })
                 .collect(),
             mask: n as u64 - 1,
         }
@@ -89,7 +102,21 @@ impl<T> LockTable<T> {
 
     /// Locks the slot of `key` and gives its state.
     pub(crate) fn lock(&self, key: u64) -> MutexGuard<'_, T> {
-        self.slots[self.slot(key)].lock()
+        self.slots[self.slot(key)].state.lock()
+    }
+
+    /// Lets go of `g`, the lock of `key`'s slot, until [`LockTable::wake`] is called for a
+    /// key of the slot (or spuriously), then takes it again. The caller checks its
+    /// condition again in a loop: the wake-up may have been for another key of the slot.
+    /// No wake-up is lost: a waker changes the state under the slot's lock.
+    pub(crate) fn wait<'a>(&'a self, key: u64, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.slots[self.slot(key)].changed.wait(g)
+    }
+
+    /// Wakes every caller waiting in [`LockTable::wait`] on `key`'s slot. The caller changed
+    /// the state of `key` under the slot's lock (it may still hold it).
+    pub(crate) fn wake(&self, key: u64) {
+        self.slots[self.slot(key)].changed.notify_all();
     }
 
     /// Locks the slots of every key in `keys` (in any order, with repeats) in ascending slot
@@ -99,7 +126,10 @@ impl<T> LockTable<T> {
         let mut idx: Vec<usize> = keys.iter().map(|&k| self.slot(k)).collect();
         idx.sort_unstable();
         idx.dedup();
-        let held = idx.into_iter().map(|i| (i, self.slots[i].lock())).collect();
+        let held = idx
+            .into_iter()
+            .map(|i| (i, self.slots[i].state.lock()))
+            .collect();
         Locked { table: self, held }
     }
 }
@@ -213,7 +243,7 @@ mod tests {
         for h in hs {
             h.join().unwrap();
         }
-        let total: u64 = (0..16).map(|i| *t.slots[i].lock()).sum();
+        let total: u64 = (0..16).map(|i| *t.slots[i].state.lock()).sum();
         assert_eq!(total, 2 * threads * rounds);
     }
 }

@@ -85,6 +85,45 @@ impl<T> Mutex<T> {
     }
 }
 
+/// A condition variable over [`Mutex`] (loom's, under loom; parking_lot's otherwise), with one
+/// interface for both: [`Condvar::wait`] takes the guard and gives it back.
+#[derive(Debug)]
+pub(crate) struct Condvar(
+    #[cfg(not(loom))] parking_lot::Condvar,
+    #[cfg(loom)] loom::sync::Condvar,
+);
+
+impl Default for Condvar {
+    fn default() -> Condvar {
+        #[cfg(not(loom))]
+        return Condvar(parking_lot::Condvar::new());
+        #[cfg(loom)]
+        return Condvar(loom::sync::Condvar::new());
+    }
+}
+
+impl Condvar {
+    /// Lets go of `g`'s mutex, sleeps until a [`Condvar::notify_all`] (or spuriously), and
+    /// takes the mutex again. The caller checks its condition in a loop.
+    #[cfg(not(loom))]
+    pub(crate) fn wait<'a, T>(&self, mut g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(&mut g);
+        g
+    }
+
+    /// Lets go of `g`'s mutex, sleeps until a [`Condvar::notify_all`] (or spuriously), and
+    /// takes the mutex again. The caller checks its condition in a loop.
+    #[cfg(loom)]
+    pub(crate) fn wait<'a, T>(&self, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0.wait(g).expect("no panics while locked")
+    }
+
+    /// Wakes every waiter.
+    pub(crate) fn notify_all(&self) {
+        self.0.notify_all();
+    }
+}
+
 use crossbeam_utils::CachePadded;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 

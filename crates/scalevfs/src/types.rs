@@ -143,6 +143,103 @@ flags! {
 }
 
 flags! {
+    /// `flock(2)` operations, Linux values: one of `SH`, `EX` or `UN`, with `NB` or not.
+    /// Any other combination is `EINVAL`; `LOCK_MAND` (32) is accepted and ignored, as
+    /// Linux does.
+    FlockOp: u32 {
+        /// A shared lock.
+        SH = 1;
+        /// An exclusive lock.
+        EX = 2;
+        /// Fail with `EWOULDBLOCK` instead of waiting.
+        NB = 4;
+        /// Drop the description's lock.
+        UN = 8;
+    }
+}
+
+/// A record lock's type (`l_type`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LockType {
+    /// `F_RDLCK`: shared; needs a description open for reading.
+    Read,
+    /// `F_WRLCK`: exclusive; needs a description open for writing.
+    Write,
+    /// `F_UNLCK`: remove (for `F_GETLK`'s answer: nothing conflicts).
+    Unlock,
+}
+
+/// `struct flock`: a byte range and a lock type, for [`crate::Process::fcntl_lock`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Flock {
+    /// The lock's type.
+    pub typ: LockType,
+    /// What `start` counts from: [`Whence::Set`], [`Whence::Cur`] (the description's
+    /// offset) or [`Whence::End`] (the file's size); the others are `EINVAL`.
+    pub whence: Whence,
+    /// The first byte, from `whence`; may be negative from `Cur` or `End`.
+    pub start: i64,
+    /// How many bytes; 0 runs to the end of the file however it grows; negative counts
+    /// back from `start` (the range `[start + len, start - 1]`).
+    pub len: i64,
+    /// For `F_GETLK`, the holder of a conflicting lock: its process's number
+    /// ([`crate::Process::lock_owner_id`], or a frontend's pid), or -1 for an OFD lock.
+    /// For the OFD commands it must be 0 (`EINVAL`); otherwise ignored.
+    pub pid: i32,
+}
+
+impl Flock {
+    /// A lock of `typ` on `len` bytes from `start` (from the start of the file).
+    pub fn new(typ: LockType, start: i64, len: i64) -> Flock {
+        Flock {
+            typ,
+            whence: Whence::Set,
+            start,
+            len,
+            pid: 0,
+        }
+    }
+}
+
+/// `fcntl(2)`'s record-lock commands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum LockCmd {
+    /// `F_GETLK`: the first lock that would conflict, or `LockType::Unlock`.
+    GetLk,
+    /// `F_SETLK`: take or drop a lock of the process; `EAGAIN` on a conflict.
+    SetLk,
+    /// `F_SETLKW`: the same, waiting out conflicts (`EDEADLK` if that would deadlock).
+    SetLkW,
+    /// `F_OFD_GETLK`: as `GetLk`, for a lock of the description; and of
+    /// [`LockType::Unlock`], the description's own first lock in the range (Linux 6.12).
+    OfdGetLk,
+    /// `F_OFD_SETLK`: a lock owned by the open file description, not the process.
+    OfdSetLk,
+    /// `F_OFD_SETLKW`: the same, waiting out conflicts.
+    OfdSetLkW,
+}
+
+impl LockCmd {
+    /// Whether the lock is the description's (an OFD command).
+    pub fn is_ofd(self) -> bool {
+        matches!(
+            self,
+            LockCmd::OfdGetLk | LockCmd::OfdSetLk | LockCmd::OfdSetLkW
+        )
+    }
+}
+
+/// An owner of record locks named by a frontend (FUSE's `lock_owner`), with the pid that
+/// `F_GETLK` reports for its locks; see [`crate::Process::fcntl_lock_as`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LockOwner {
+    /// The owner.
+    pub id: u64,
+    /// The pid reported for its locks.
+    pub pid: i32,
+}
+
+flags! {
     /// `access(2)` mode bits.
     Access: u32 {
         /// Existence only.
@@ -446,4 +543,8 @@ pub mod limits {
     pub const XATTR_SIZE_MAX: usize = 65536;
     /// Maximum size of a list of extended attribute names that `listxattr` returns.
     pub const XATTR_LIST_MAX: usize = 65536;
+    /// Maximum record locks (`fcntl`'s, all owners) on one file: a request that would need
+    /// more fails with `ENOLCK` and changes nothing. Linux has no fixed bound (it fails the
+    /// same way when it cannot allocate); this one keeps a request's work bounded.
+    pub const LOCKS_PER_FILE: usize = 4096;
 }

@@ -2560,3 +2560,211 @@ case!(
         ok!(r.close(u));
     }
 );
+
+// ---------------------------------------------------------------------------------------------
+// File locks: flock(2) and fcntl(2)'s record locks. One test process: the second owner is a
+// second open file description (flock, OFD locks), which is what can conflict within one
+// process on Linux. Locks between processes and deadlock detection: tests/locks.rs.
+
+use common::oracle::Lk;
+
+const LOCK_SH: u32 = 1;
+const LOCK_EX: u32 = 2;
+const LOCK_NB: u32 = 4;
+const LOCK_UN: u32 = 8;
+const LOCK_MAND: u32 = 32;
+const F_GETLK: i32 = 5;
+const F_SETLK: i32 = 6;
+const F_SETLKW: i32 = 7;
+const F_OFD_GETLK: i32 = 36;
+const F_OFD_SETLK: i32 = 37;
+const F_OFD_SETLKW: i32 = 38;
+const RD: i16 = 0;
+const WR: i16 = 1;
+const UN: i16 = 2;
+
+fn lk(typ: i16, start: i64, len: i64) -> Lk {
+    Lk::new(typ, start, len)
+}
+
+case!(flock_conflicts_conversions_and_release, |r| {
+    base(r);
+    let a = r.open("/f", o::RDWR, 0).unwrap();
+    let b = r.open("/f", o::RDONLY, 0).unwrap();
+    ok!(r.flock(a, LOCK_EX));
+    err!(EAGAIN, r.flock(b, LOCK_SH | LOCK_NB));
+    err!(EAGAIN, r.flock(b, LOCK_EX | LOCK_NB));
+    ok!(r.flock(a, LOCK_EX));
+    ok!(r.flock(a, LOCK_SH));
+    ok!(r.flock(b, LOCK_SH | LOCK_NB));
+    // A conversion that cannot be granted has already dropped the old lock.
+    err!(EAGAIN, r.flock(a, LOCK_EX | LOCK_NB));
+    ok!(r.flock(b, LOCK_EX | LOCK_NB));
+    err!(EAGAIN, r.flock(a, LOCK_SH | LOCK_NB));
+    // The last close of a description drops its lock.
+    ok!(r.close(b));
+    ok!(r.flock(a, LOCK_EX | LOCK_NB));
+    ok!(r.flock(a, LOCK_UN));
+    ok!(r.flock(a, LOCK_UN | LOCK_NB));
+    // Bad operations, before the descriptor is looked at; LOCK_MAND is ignored.
+    for op in [0, 3, LOCK_SH | LOCK_UN, LOCK_EX | LOCK_UN, LOCK_NB, 16, 64] {
+        err!(EINVAL, r.flock(a, op));
+    }
+    ok!(r.flock(a, LOCK_MAND));
+    ok!(r.flock(a, LOCK_MAND | LOCK_EX));
+    ok!(r.close(a));
+    // Any descriptor but O_PATH: write-only, a directory.
+    let w = r.open("/f", o::WRONLY, 0).unwrap();
+    ok!(r.flock(w, LOCK_EX | LOCK_NB));
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    ok!(r.flock(d, LOCK_EX | LOCK_NB));
+    let d2 = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    err!(EAGAIN, r.flock(d2, LOCK_SH | LOCK_NB));
+    let p = r.open("/f", o::PATH, 0).unwrap();
+    err!(EBADF, r.flock(p, LOCK_SH));
+    err!(EBADF, r.flock(p, LOCK_UN));
+    // flock and record locks are separate: neither sees the other.
+    ok!(r.lk(w, F_OFD_SETLK, lk(WR, 0, 0)));
+    let v = r.open("/f", o::RDWR, 0).unwrap();
+    ok!(r.flock(w, LOCK_UN));
+    ok!(r.flock(v, LOCK_EX | LOCK_NB));
+    err!(EAGAIN, r.lk(v, F_OFD_SETLK, lk(RD, 0, 1)));
+    for h in [w, d, d2, p, v] {
+        ok!(r.close(h));
+    }
+});
+
+case!(fcntl_lock_arguments_in_linux_order, |r| {
+    base(r);
+    let a = r.open("/f", o::RDONLY, 0).unwrap();
+    let w = r.open("/f", o::WRONLY, 0).unwrap();
+    // The description's mode.
+    err!(EBADF, r.lk(a, F_SETLK, lk(WR, 0, 1)));
+    err!(EBADF, r.lk(w, F_SETLK, lk(RD, 0, 1)));
+    err!(EBADF, r.lk(a, F_OFD_SETLKW, lk(WR, 0, 1)));
+    ok!(r.lk(a, F_SETLK, lk(UN, 0, 1)));
+    ok!(r.lk(w, F_OFD_SETLK, lk(UN, 0, 1)));
+    // F_GETLK of F_UNLCK.
+    err!(EINVAL, r.lk(a, F_GETLK, lk(UN, 0, 1)));
+    // F_OFD_GETLK of F_UNLCK looks for the description's own locks (Linux 6.12).
+    ok!(r.fcntl_lock(a, F_OFD_GETLK, lk(UN, 0, 1)));
+    // Ranges: before byte 0 is EINVAL, past OFFSET_MAX is EOVERFLOW; both before the mode.
+    err!(EINVAL, r.lk(a, F_SETLK, lk(RD, -1, 1)));
+    err!(EINVAL, r.lk(a, F_SETLK, lk(WR, -1, 1)));
+    err!(EINVAL, r.lk(a, F_GETLK, lk(RD, 0, -1)));
+    err!(EINVAL, r.lk(a, F_SETLK, lk(RD, 2, -3)));
+    err!(EOVERFLOW, r.lk(a, F_SETLK, lk(RD, i64::MAX, 2)));
+    err!(EOVERFLOW, r.lk(a, F_SETLK, lk(WR, 2, i64::MAX)));
+    err!(EOVERFLOW, r.lk(a, F_GETLK, lk(RD, 2, i64::MAX)));
+    ok!(r.lk(a, F_SETLK, lk(RD, 1, i64::MAX)));
+    ok!(r.lk(a, F_SETLK, lk(RD, i64::MAX, 1)));
+    ok!(r.lk(a, F_SETLK, lk(RD, i64::MAX, 0)));
+    ok!(r.lk(a, F_SETLK, lk(UN, 0, 0)));
+    // From the end (the file is 5 bytes) and from the offset.
+    let end = |start, len| Lk {
+        whence: SEEK_END as i16,
+        ..lk(RD, start, len)
+    };
+    err!(EINVAL, r.lk(a, F_SETLK, end(-6, 1)));
+    err!(EOVERFLOW, r.lk(a, F_SETLK, end(i64::MAX, 1)));
+    ok!(r.lk(a, F_SETLK, end(-5, 2)));
+    ok!(r.lseek(a, 3, SEEK_SET));
+    let cur = |start, len| Lk {
+        whence: SEEK_CUR as i16,
+        ..lk(RD, start, len)
+    };
+    err!(EINVAL, r.lk(a, F_SETLK, cur(-4, 1)));
+    ok!(r.lk(a, F_SETLK, cur(0, -1)));
+    ok!(r.fcntl_lock(w, F_OFD_GETLK, lk(WR, 0, 0)));
+    ok!(r.fcntl_lock(w, F_OFD_GETLK, lk(WR, 2, 1)));
+    // Only SEEK_SET, SEEK_CUR and SEEK_END.
+    for whence in [SEEK_DATA, SEEK_HOLE] {
+        let l = Lk {
+            whence: whence as i16,
+            ..lk(RD, 0, 1)
+        };
+        err!(EINVAL, r.lk(a, F_SETLK, l));
+        err!(EINVAL, r.lk(a, F_GETLK, l));
+    }
+    // The OFD commands want l_pid 0, checked after the range and the mode.
+    let pid5 = Lk {
+        pid: 5,
+        ..lk(RD, 0, 1)
+    };
+    err!(EINVAL, r.lk(a, F_OFD_SETLK, pid5));
+    err!(EINVAL, r.lk(a, F_OFD_GETLK, pid5));
+    err!(EBADF, r.lk(w, F_OFD_SETLK, pid5));
+    err!(EINVAL, r.lk(a, F_OFD_SETLK, Lk { start: -1, ..pid5 }));
+    ok!(r.lk(a, F_SETLK, pid5));
+    ok!(r.lk(a, F_GETLK, pid5));
+    // O_PATH descriptors take no lock command; a directory takes read locks.
+    let p = r.open("/f", o::PATH, 0).unwrap();
+    err!(EBADF, r.lk(p, F_GETLK, lk(RD, 0, 1)));
+    err!(EBADF, r.lk(p, F_SETLK, lk(UN, 0, 1)));
+    err!(EBADF, r.lk(p, F_OFD_SETLK, lk(RD, 0, 1)));
+    let d = r.open("/d", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    ok!(r.lk(d, F_SETLK, lk(RD, 0, 0)));
+    err!(EBADF, r.lk(d, F_SETLK, lk(WR, 0, 0)));
+    ok!(r.fcntl_lock(d, F_GETLK, lk(WR, 0, 0)));
+    for h in [a, w, p, d] {
+        ok!(r.close(h));
+    }
+});
+
+case!(
+    fcntl_process_and_ofd_locks_merge_split_conflict_and_go,
+    |r| {
+        base(r);
+        let a = r.open("/f", o::RDWR, 0).unwrap();
+        let b = r.open("/f", o::RDWR, 0).unwrap();
+        let c = r.open("/f", o::RDWR, 0).unwrap();
+        // Two descriptors of one process: one owner; its locks merge.
+        ok!(r.lk(a, F_SETLK, lk(WR, 0, 10)));
+        ok!(r.lk(b, F_SETLKW, lk(WR, 5, 10)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 0, 0)));
+        ok!(r.fcntl_lock(a, F_GETLK, lk(WR, 0, 0)));
+        // An unlock splits, a read lock inside a write lock splits it in three.
+        ok!(r.lk(a, F_SETLK, lk(UN, 3, 2)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 0, 1)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 3, 2)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 10, 1)));
+        ok!(r.lk(a, F_SETLK, lk(RD, 6, 2)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(RD, 6, 2)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 6, 1)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 5, 1)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(RD, 8, 1)));
+        // The description's locks against the process's: readers share, a writer conflicts.
+        ok!(r.lk(c, F_OFD_SETLK, lk(RD, 6, 2)));
+        err!(EAGAIN, r.lk(c, F_OFD_SETLK, lk(WR, 0, 1)));
+        err!(EAGAIN, r.lk(a, F_SETLK, lk(WR, 7, 1)));
+        ok!(r.fcntl_lock(a, F_GETLK, lk(WR, 7, 1)));
+        // Any close of the process drops all its record locks; the description's stay.
+        ok!(r.close(b));
+        let d = r.open("/f", o::RDWR, 0).unwrap();
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(WR, 0, 0)));
+        ok!(r.fcntl_lock(c, F_OFD_GETLK, lk(WR, 0, 0)));
+        ok!(r.lk(a, F_SETLK, lk(RD, 0, 0)));
+        // ... and the description's go with its last close.
+        ok!(r.close(c));
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(WR, 0, 0)));
+        ok!(r.lk(d, F_OFD_SETLK, lk(RD, 0, 0)));
+        err!(EAGAIN, r.lk(a, F_SETLK, lk(WR, 100, 1)));
+        ok!(r.lk(a, F_SETLK, lk(UN, 0, 0)));
+        // A description's locks merge and split as a process's do.
+        ok!(r.lk(d, F_OFD_SETLK, lk(WR, 10, 5)));
+        ok!(r.lk(d, F_OFD_SETLK, lk(UN, 0, 10)));
+        ok!(r.lk(d, F_OFD_SETLK, lk(WR, 15, 5)));
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(UN, 0, 0)));
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(UN, 25, 1)));
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(UN, 0, 10)));
+        ok!(r.fcntl_lock(a, F_GETLK, lk(WR, 0, 12)));
+        ok!(r.fcntl_lock(a, F_GETLK, lk(RD, 10, 1)));
+        ok!(r.fcntl_lock(a, F_GETLK, lk(RD, 20, 1)));
+        ok!(r.lk(d, F_OFD_SETLK, lk(UN, 0, 0)));
+        ok!(r.lk(a, F_SETLK, lk(WR, 0, 0)));
+        ok!(r.fcntl_lock(d, F_OFD_GETLK, lk(RD, 4, 0)));
+        ok!(r.close(a));
+        ok!(r.lk(d, F_OFD_SETLKW, lk(WR, 0, 0)));
+        ok!(r.close(d));
+    }
+);

@@ -61,6 +61,7 @@ use std::sync::Arc;
 mod attr;
 mod dir;
 mod helpers;
+mod locks;
 mod mounts;
 mod open;
 mod paths;

@@ -3,7 +3,7 @@
 //! after the kernel's turn), so that the same cases check hostfs's writes through to the
 //! host against the kernel.
 
-use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T, XT};
+use super::oracle::{CopyArgs, Cred, Dir, Lk, Res, St, Sys, E, H, T, XT};
 use scalevfs::{Access, Whence};
 use scalevfs::{
     AtFlags, Creds, Errno, Fd, OFlags, Process, RenameFlags, SetTime, Timespec, Vfs, XattrFlags,
@@ -448,5 +448,64 @@ impl Sys for Engine {
             XT::Fd(h) => self.p.fremovexattr(self.fd(h)?, name),
         }
         .map_err(e)
+    }
+
+    fn flock(&mut self, h: H, op: u32) -> Res<()> {
+        self.p.flock(self.fd(h)?, scalevfs::FlockOp(op)).map_err(e)
+    }
+
+    fn fcntl_lock(&mut self, h: H, cmd: i32, l: Lk) -> Res<Lk> {
+        use scalevfs::{Flock, LockCmd, LockType};
+        let fd = self.fd(h)?;
+        // What a C frontend would map; values outside these are not engine inputs.
+        let cmd = match cmd {
+            5 => LockCmd::GetLk,
+            6 => LockCmd::SetLk,
+            7 => LockCmd::SetLkW,
+            36 => LockCmd::OfdGetLk,
+            37 => LockCmd::OfdSetLk,
+            38 => LockCmd::OfdSetLkW,
+            c => panic!("not a lock command: {c}"),
+        };
+        let typ = |t: i16| match t {
+            0 => LockType::Read,
+            1 => LockType::Write,
+            2 => LockType::Unlock,
+            t => panic!("not a lock type: {t}"),
+        };
+        let whence = match l.whence {
+            0 => Whence::Set,
+            1 => Whence::Cur,
+            2 => Whence::End,
+            3 => Whence::Data,
+            4 => Whence::Hole,
+            w => panic!("not a whence: {w}"),
+        };
+        let mut fl = Flock {
+            typ: typ(l.typ),
+            whence,
+            start: l.start,
+            len: l.len,
+            pid: l.pid,
+        };
+        self.p.fcntl_lock(fd, cmd, &mut fl).map_err(e)?;
+        let me = self.p.lock_owner_id() as i32;
+        Ok(Lk {
+            typ: match fl.typ {
+                LockType::Read => 0,
+                LockType::Write => 1,
+                LockType::Unlock => 2,
+            },
+            whence: match fl.whence {
+                Whence::Set => 0,
+                Whence::Cur => 1,
+                Whence::End => 2,
+                Whence::Data => 3,
+                Whence::Hole => 4,
+            },
+            start: fl.start,
+            len: fl.len,
+            pid: if fl.pid == me { Lk::ME } else { fl.pid },
+        })
     }
 }

@@ -7,7 +7,7 @@
 //! the system-call level) with the saved uid kept at 0; dropping the session restores root,
 //! the working directory and the umask, also when a case panics.
 
-use super::oracle::{CopyArgs, Cred, Dir, Res, St, Sys, E, H, T, XT};
+use super::oracle::{CopyArgs, Cred, Dir, Lk, Res, St, Sys, E, H, T, XT};
 use rustix::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags, Timespec, Timestamps, CWD};
 use rustix::process::{Gid, Uid};
@@ -572,5 +572,43 @@ impl Sys for Kernel {
             XT::Fd(h) => rfs::fremovexattr(self.fd(h)?, name),
         }
         .map_err(errno)
+    }
+
+    fn flock(&mut self, h: H, op: u32) -> Res<()> {
+        let fd = self.fd(h)?.as_raw_fd();
+        // SAFETY: a plain system call on a descriptor this table owns.
+        let r = unsafe { libc::flock(fd, op as i32) };
+        if r < 0 {
+            return Err(E(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(0)));
+        }
+        Ok(())
+    }
+
+    fn fcntl_lock(&mut self, h: H, cmd: i32, l: Lk) -> Res<Lk> {
+        let fd = self.fd(h)?.as_raw_fd();
+        // SAFETY: zeroes are a valid `struct flock`.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = l.typ;
+        fl.l_whence = l.whence;
+        fl.l_start = l.start;
+        fl.l_len = l.len;
+        fl.l_pid = l.pid;
+        // SAFETY: `fl` is a `struct flock` that outlives the call.
+        let r = unsafe { libc::fcntl(fd, cmd, &mut fl as *mut libc::flock) };
+        if r < 0 {
+            return Err(E(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(0)));
+        }
+        let me = std::process::id() as i32;
+        Ok(Lk {
+            typ: fl.l_type,
+            whence: fl.l_whence,
+            start: fl.l_start,
+            len: fl.l_len,
+            pid: if fl.l_pid == me { Lk::ME } else { fl.l_pid },
+        })
     }
 }

@@ -34,7 +34,8 @@ errnos! {
     EFAULT = 14, EBUSY = 16, EEXIST = 17, EXDEV = 18, ENODEV = 19, ENOTDIR = 20, EISDIR = 21,
     EINVAL = 22, ENFILE = 23, EMFILE = 24, ETXTBSY = 26, EFBIG = 27, ENOSPC = 28, ESPIPE = 29,
     EROFS = 30, EMLINK = 31, ERANGE = 34, ENAMETOOLONG = 36, ENOSYS = 38, ENOTEMPTY = 39,
-    ELOOP = 40, ENODATA = 61, EOVERFLOW = 75, EOPNOTSUPP = 95, E2BIG = 7,
+    ELOOP = 40, ENODATA = 61, EOVERFLOW = 75, EOPNOTSUPP = 95, E2BIG = 7, EDEADLK = 35,
+    ENOLCK = 37,
 }
 
 impl fmt::Debug for E {
@@ -197,6 +198,51 @@ pub enum T {
     Set(i64, u32),
 }
 
+/// `struct flock`, Linux values.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Lk {
+    pub typ: i16,
+    pub whence: i16,
+    pub start: i64,
+    pub len: i64,
+    pub pid: i32,
+}
+
+impl Lk {
+    /// A holder's pid that is the caller's own process.
+    pub const ME: i32 = -1000;
+
+    pub fn new(typ: i16, start: i64, len: i64) -> Lk {
+        Lk {
+            typ,
+            whence: 0,
+            start,
+            len,
+            pid: 0,
+        }
+    }
+}
+
+impl fmt::Display for Lk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = match self.typ {
+            0 => "RD",
+            1 => "WR",
+            2 => "UN",
+            _ => "?",
+        };
+        let pid = match self.pid {
+            Lk::ME => "me".to_string(),
+            p => p.to_string(),
+        };
+        write!(
+            f,
+            "{t} w{} {}+{} pid {pid}",
+            self.whence, self.start, self.len
+        )
+    }
+}
+
 /// A file system under test: the host kernel or the engine.
 ///
 /// Paths are bytes. `Dir::Cwd` with no flags means the plain call (`open`, `stat`, `lstat`,
@@ -264,6 +310,13 @@ pub trait Sys {
     /// `listxattr` with a buffer of `size` bytes: the count returned, and the bytes.
     fn listxattr(&mut self, t: XT<'_>, size: usize) -> Res<(usize, Vec<u8>)>;
     fn removexattr(&mut self, t: XT<'_>, name: &[u8]) -> Res<()>;
+
+    /// `flock(2)` with Linux's operation bits.
+    fn flock(&mut self, h: H, op: u32) -> Res<()>;
+    /// `fcntl(2)` with a record-lock command (`F_GETLK`, ...; Linux values) and a
+    /// `struct flock` of Linux values; the `struct flock` after the call, with a holder's
+    /// pid given as [`Lk::ME`] when it is this process.
+    fn fcntl_lock(&mut self, h: H, cmd: i32, l: Lk) -> Res<Lk>;
 }
 
 /// A path for a trace line: escaped, and shortened when long.
@@ -824,6 +877,27 @@ impl<'a> Rec<'a> {
         let name = name.as_ref();
         let r = self.sys.removexattr(t, name);
         self.unit(format!("removexattr({t}, {})", show(name)), r)
+    }
+
+    pub fn flock(&mut self, h: H, op: u32) -> Res<()> {
+        let r = self.sys.flock(h, op);
+        self.unit(format!("flock(fd{}, {op:#x})", h.0), r)
+    }
+
+    /// `fcntl(h, cmd, l)`; the answer is logged (and compared) whole.
+    pub fn fcntl_lock(&mut self, h: H, cmd: i32, l: Lk) -> Res<Lk> {
+        let r = self.sys.fcntl_lock(h, cmd, l);
+        self.log(format!(
+            "fcntl(fd{}, {cmd}, {l}) -> {}",
+            h.0,
+            show_res(&r, |l| l.to_string())
+        ));
+        r
+    }
+
+    /// `fcntl(h, cmd, l)`, its answer unused (the log has it).
+    pub fn lk(&mut self, h: H, cmd: i32, l: Lk) -> Res<()> {
+        self.fcntl_lock(h, cmd, l).map(|_| ())
     }
 
     pub fn stat_at(&mut self, d: Dir, p: impl AsRef<[u8]>, flags: u32) -> Res<St> {
