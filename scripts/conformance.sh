@@ -100,9 +100,10 @@ suite() {
         && [ -z "$(git status --porcelain)" ])
     echo "real programs ($1): cp -a, diff -r, tar, ln -s, find, du, git: OK"
 
-    # SQLite in WAL mode from four processes, and locks between two processes. The server
-    # does not take locks itself: the kernel keeps flock and POSIX locks for a FUSE mount
-    # that does not ask to, which is right for one machine.
+    # SQLite in WAL mode from four processes, and locks between two processes. Record
+    # locks (fcntl's, SQLite's) are the engine's: the server takes them (getlk, setlk, and
+    # flush for a close); flock locks the kernel keeps for the mount (fuser cannot tell a
+    # flock request from a record lock's).
     local out
     out=$(python3 "$ROOT/conformance/sqlite_wal.py" "$M") || { echo "sqlite ($1): FAILED"; exit 1; }
     echo "sqlite ($1): $out"

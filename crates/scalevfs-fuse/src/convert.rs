@@ -158,9 +158,71 @@ pub fn open_flags(raw: i32) -> OFlags {
     OFlags(raw as u32 & keep)
 }
 
+/// Linux's `l_type` values.
+pub(crate) const F_RDLCK: i32 = 0;
+pub(crate) const F_WRLCK: i32 = 1;
+pub(crate) const F_UNLCK: i32 = 2;
+
+/// A FUSE lock request (an inclusive range, `end` = `OFFSET_MAX` for the end of the file,
+/// and Linux's `l_type`) as the engine's `struct flock`.
+pub(crate) fn flock(start: u64, end: u64, typ: i32) -> Result<scalevfs::Flock, fuser::Errno> {
+    use scalevfs::LockType;
+    let typ = match typ {
+        F_RDLCK => LockType::Read,
+        F_WRLCK => LockType::Write,
+        F_UNLCK => LockType::Unlock,
+        _ => return Err(fuser::Errno::EINVAL),
+    };
+    const OFFSET_MAX: u64 = i64::MAX as u64;
+    if start > OFFSET_MAX || end < start {
+        return Err(fuser::Errno::EINVAL);
+    }
+    let len = if end >= OFFSET_MAX {
+        0
+    } else {
+        (end - start + 1) as i64
+    };
+    Ok(scalevfs::Flock::new(typ, start as i64, len))
+}
+
+/// The engine's answer to `F_GETLK` as FUSE's (start, inclusive end, `l_type`).
+pub(crate) fn flock_reply(fl: &scalevfs::Flock) -> (u64, u64, i32) {
+    use scalevfs::LockType;
+    let start = fl.start as u64;
+    let end = if fl.len == 0 {
+        i64::MAX as u64
+    } else {
+        start + fl.len as u64 - 1
+    };
+    let typ = match fl.typ {
+        LockType::Read => F_RDLCK,
+        LockType::Write => F_WRLCK,
+        LockType::Unlock => F_UNLCK,
+    };
+    (start, end, typ)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lock_requests_convert_and_bad_ones_are_refused() {
+        use scalevfs::LockType;
+        let fl = flock(5, 14, F_WRLCK).unwrap();
+        assert_eq!((fl.typ, fl.start, fl.len), (LockType::Write, 5, 10));
+        assert_eq!(flock_reply(&fl), (5, 14, F_WRLCK));
+        let eof = flock(7, i64::MAX as u64, F_RDLCK).unwrap();
+        assert_eq!((eof.typ, eof.start, eof.len), (LockType::Read, 7, 0));
+        assert_eq!(flock_reply(&eof), (7, i64::MAX as u64, F_RDLCK));
+        assert_eq!(flock(0, 0, F_UNLCK).unwrap().typ, LockType::Unlock);
+        assert_eq!(flock(0, 1, 3).unwrap_err(), fuser::Errno::EINVAL);
+        assert_eq!(flock(5, 4, F_RDLCK).unwrap_err(), fuser::Errno::EINVAL);
+        assert_eq!(
+            flock(1 << 63, u64::MAX, F_RDLCK).unwrap_err(),
+            fuser::Errno::EINVAL
+        );
+    }
 
     #[test]
     fn errno_passes_through() {

@@ -47,11 +47,13 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileAttr, FileHandle, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr,
-    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use parking_lot::Mutex;
-use scalevfs::{AtFlags, Creds, Fd, Handle, OFlags, Process, SetTime, Stat, Vfs, Whence};
+use scalevfs::{
+    AtFlags, Creds, Fd, Handle, LockCmd, LockType, OFlags, Process, SetTime, Stat, Vfs, Whence,
+};
 
 use crate::convert::{self, attr, errno, estale};
 use crate::creds::{CredGate, Inside, Who};
@@ -377,6 +379,11 @@ impl Filesystem for ScaleFs {
             let _ = config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV);
         }
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // Record locks go to the engine (`getlk`, `setlk`, and `flush` for the close that
+        // drops an owner's). Not `FUSE_FLOCK_LOCKS`: fuser does not pass a request's
+        // `FUSE_LK_FLOCK` bit, so a `flock` could not be told from a record lock; without
+        // it the kernel keeps `flock` locks for the mount itself, with their own semantics.
+        let _ = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS);
         if self.opts.readdirplus {
             let _ = config.add_capabilities(InitFlags::FUSE_DO_READDIRPLUS);
         }
@@ -639,11 +646,107 @@ impl Filesystem for ScaleFs {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
+        lock_owner: Option<LockOwner>,
+        flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let (true, Some(owner), Ok(f)) = (flush, lock_owner, self.files.get(fh.0)) {
+            let _ = self.p.unlock_owner(&f, owner.0);
+        }
         reply_empty(reply, self.files.remove(fh.0))
+    }
+
+    /// A close(2) of a descriptor of the file: POSIX drops its owner's record locks.
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .files
+            .get(fh.0)
+            .and_then(|f| self.p.unlock_owner(&f, lock_owner.0).ex());
+        reply_empty(reply, r)
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let owner = scalevfs::LockOwner {
+            id: lock_owner.0,
+            pid: pid as i32,
+        };
+        let r = self.files.get(fh.0).and_then(|f| {
+            let mut fl = convert::flock(start, end, typ)?;
+            self.p
+                .fcntl_lock_as(&f, owner, LockCmd::GetLk, &mut fl)
+                .ex()?;
+            Ok(fl)
+        });
+        match r {
+            // Nothing conflicts: the kernel wants the range it asked about.
+            Ok(fl) if fl.typ == LockType::Unlock => reply.locked(start, end, convert::F_UNLCK, 0),
+            Ok(fl) => {
+                let (s, e, t) = convert::flock_reply(&fl);
+                // An engine process's number, or -1 for an OFD lock, is no pid of the
+                // kernel's: 0 then.
+                reply.locked(s, e, t, u32::try_from(fl.pid).unwrap_or(0))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `F_SETLK`, and `F_SETLKW` (`sleep`): a request that must wait does so on a thread of
+    /// its own, so that waiters never take the server's threads from the requests that
+    /// would let them in.
+    fn setlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let owner = scalevfs::LockOwner {
+            id: lock_owner.0,
+            pid: pid as i32,
+        };
+        let f = match self.files.get(fh.0) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        let mut fl = match convert::flock(start, end, typ) {
+            Ok(fl) => fl,
+            Err(e) => return reply.error(e),
+        };
+        match self.p.fcntl_lock_as(&f, owner, LockCmd::SetLk, &mut fl) {
+            Err(scalevfs::Errno::EAGAIN) if sleep => {
+                let h: Handle = (*f).clone();
+                let p = self.p.fork();
+                std::thread::spawn(move || {
+                    let r = p.fcntl_lock_as(&h, owner, LockCmd::SetLkW, &mut fl);
+                    reply_empty(reply, r.ex());
+                });
+            }
+            r => reply_empty(reply, r.ex()),
+        }
     }
 
     fn fsync(

@@ -730,3 +730,93 @@ fn extended_attributes() {
     }
     m.unmount().unwrap();
 }
+
+/// `fcntl` on a descriptor of the mount, with a `struct flock` of these values; the
+/// `struct flock` after the call.
+fn fcntl_lock(f: &fs::File, cmd: i32, typ: i16, start: i64, len: i64) -> Result<libc::flock, i32> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: zeroes are a valid `struct flock`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ;
+    fl.l_start = start;
+    fl.l_len = len;
+    // SAFETY: a descriptor we hold, and a `struct flock` that outlives the call.
+    let r = unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl as *mut libc::flock) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error().raw_os_error().unwrap());
+    }
+    Ok(fl)
+}
+
+/// Record locks through the mount are the engine's: a lock an engine process holds stops a
+/// client of the mount, a client's lock shows in the engine with the client's pid, a
+/// client's close (FUSE's flush) drops its locks, and a client's `F_SETLKW` waits on a
+/// thread of the server's until the engine's lock goes.
+#[test]
+fn record_locks_reach_the_engine() {
+    use scalevfs::{Creds, Flock, LockCmd, LockType, OFlags};
+    let vfs = Vfs::new_memfs();
+    let Some(m) = mount_with("locks", false, vfs.clone(), FsOptions::default()) else {
+        return;
+    };
+    fs::write(m.path("f"), b"0123456789abcdef").unwrap();
+    let p = vfs.process(Creds::root());
+    let fd = p.open("/f", OFlags::RDWR, 0).unwrap();
+    p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(LockType::Write, 0, 10))
+        .unwrap();
+    let c = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("f"))
+        .unwrap();
+    let fl = fcntl_lock(&c, libc::F_GETLK, libc::F_WRLCK as i16, 5, 1).unwrap();
+    assert_eq!(
+        (fl.l_type as i32, fl.l_start, fl.l_len, fl.l_pid),
+        (libc::F_WRLCK, 0, 10, 0),
+        "the engine's lock, held by no pid of the kernel's"
+    );
+    assert_eq!(
+        fcntl_lock(&c, libc::F_SETLK, libc::F_RDLCK as i16, 9, 1).unwrap_err(),
+        libc::EAGAIN
+    );
+    fcntl_lock(&c, libc::F_SETLK, libc::F_WRLCK as i16, 10, 0).unwrap();
+    // The client's lock, as the engine sees it.
+    let mut probe = Flock::new(LockType::Read, 12, 1);
+    p.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!(
+        (probe.typ, probe.start, probe.len, probe.pid),
+        (LockType::Write, 10, 0, std::process::id() as i32)
+    );
+    // A close of any of the client's descriptors of the file drops its locks.
+    let c2 = fs::File::open(m.path("f")).unwrap();
+    drop(c2);
+    let mut probe = Flock::new(LockType::Read, 12, 1);
+    p.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!(probe.typ, LockType::Unlock);
+    // F_SETLKW waits for the engine's lock, without holding up the server.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = std::thread::spawn(move || {
+        let r = fcntl_lock(&c, libc::F_SETLKW, libc::F_WRLCK as i16, 0, 1).map(|_| ());
+        tx.send(r).unwrap();
+        c
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(rx.try_recv().is_err(), "F_SETLKW did not wait");
+    assert_eq!(
+        fs::read(m.path("f")).unwrap().len(),
+        16,
+        "the server still answers"
+    );
+    p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(LockType::Unlock, 0, 0))
+        .unwrap();
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("F_SETLKW was never granted");
+    assert_eq!(got, Ok(()));
+    let c = waiter.join().unwrap();
+    let mut probe = Flock::new(LockType::Read, 0, 1);
+    p.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!((probe.typ, probe.start, probe.len), (LockType::Write, 0, 1));
+    drop(c);
+    p.close(fd).unwrap();
+}
