@@ -185,6 +185,14 @@ pub(crate) fn flock(start: u64, end: u64, typ: i32) -> Result<scalevfs::Flock, f
     Ok(scalevfs::Flock::new(typ, start as i64, len))
 }
 
+/// The kernel's lock owner of a request, and its caller's pid.
+pub(crate) fn lock_owner(owner: fuser::LockOwner, pid: u32) -> scalevfs::LockOwner {
+    scalevfs::LockOwner {
+        id: owner.0,
+        pid: pid as i32,
+    }
+}
+
 /// The engine's answer to `F_GETLK` as FUSE's (start, inclusive end, `l_type`).
 pub(crate) fn flock_reply(fl: &scalevfs::Flock) -> (u64, u64, i32) {
     use scalevfs::LockType;

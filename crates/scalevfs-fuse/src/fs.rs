@@ -684,10 +684,7 @@ impl Filesystem for ScaleFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let owner = scalevfs::LockOwner {
-            id: lock_owner.0,
-            pid: pid as i32,
-        };
+        let owner = convert::lock_owner(lock_owner, pid);
         let r = self.files.get(fh.0).and_then(|f| {
             let mut fl = convert::flock(start, end, typ)?;
             self.p
@@ -724,10 +721,7 @@ impl Filesystem for ScaleFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let owner = scalevfs::LockOwner {
-            id: lock_owner.0,
-            pid: pid as i32,
-        };
+        let owner = convert::lock_owner(lock_owner, pid);
         let f = match self.files.get(fh.0) {
             Ok(f) => f,
             Err(e) => return reply.error(e),
