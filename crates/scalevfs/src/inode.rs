@@ -384,6 +384,17 @@ pub struct Inode {
     pub rdev: u64,
 }
 
+/// No file-lock record outlives its inode: a file system torn down with its inodes still
+/// cached (a dropped `Vfs`) evicts none of them, and a new inode may get the address that
+/// keys the records (`filelock`, "Release").
+impl Drop for Inode {
+    fn drop(&mut self) {
+        if self.has_locks.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::filelock::global().purge(self);
+        }
+    }
+}
+
 /// `Inode::quota_uid` when the inode is counted against no one.
 pub(crate) const NO_QUOTA: u32 = u32::MAX;
 

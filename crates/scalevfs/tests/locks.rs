@@ -21,7 +21,7 @@ const CHILD_ENV: &str = "SCALEVFS_LOCK_CHILD";
 
 /// One side's lock calls on one file, by text command; answers are text too, with a
 /// holder's pid given as `self` or `other`.
-trait Side {
+trait Side: Send {
     fn run(&mut self, cmd: &str) -> String;
 }
 
@@ -154,8 +154,8 @@ impl Side for Engine {
 
 /// The other process: commands in, answers out, each command run in order.
 struct Peer {
-    send: Box<dyn FnMut(&str)>,
-    recv: Box<dyn FnMut() -> String>,
+    send: Box<dyn FnMut(&str) + Send>,
+    recv: Box<dyn FnMut() -> String + Send>,
 }
 
 impl Peer {
@@ -288,13 +288,26 @@ fn deadlock_script(me: &mut dyn Side, q: &mut Peer) -> Vec<String> {
     t
 }
 
+/// Runs the script on its own thread: a detector that misses the cycle leaves P waiting
+/// forever, which must fail the test rather than hang it.
+fn watched(mut me: Box<dyn Side>, mut q: Peer) -> Vec<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let t = deadlock_script(&mut *me, &mut q);
+        drop(q);
+        let _ = tx.send(t);
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the script hung: a deadlock went undetected, or a wake-up was lost")
+}
+
 #[test]
 fn record_locks_between_processes_and_deadlock_detection() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let (mut e, mut eq) = engine_pair();
-    let engine = deadlock_script(&mut *e, &mut eq);
+    let (e, eq) = engine_pair();
+    let engine = watched(e, eq);
     let expected_deadlock = format!("P setlkw 1 1 1 -> err {}", Errno::EDEADLK.raw());
     assert!(engine.contains(&expected_deadlock), "{engine:#?}");
     // The kernel, when we may make files in /dev/shm.
@@ -304,9 +317,8 @@ fn record_locks_between_processes_and_deadlock_detection() {
         eprintln!("no /dev/shm: the kernel side is skipped");
         return;
     }
-    let (mut k, mut kq, mut child) = kernel_pair(&dir);
-    let kernel = deadlock_script(&mut *k, &mut kq);
-    drop(kq);
+    let (k, kq, mut child) = kernel_pair(&dir);
+    let kernel = watched(k, kq);
     child.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(kernel, engine, "kernel (left) and engine (right) differ");
@@ -388,12 +400,15 @@ fn stress_locks_exclude_and_never_lose_a_wakeup() {
                             .unwrap(),
                     }
                 }
-                p.close(fd).unwrap();
+                // Closed once every thread is done: a close drops its process's record
+                // locks, the other thread's too.
+                (p, fd)
             }));
         }
     }
-    for h in hs {
-        h.join().unwrap();
+    let open: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    for (p, fd) in open {
+        p.close(fd).unwrap();
     }
     assert!(
         !broken.load(SeqCst),
@@ -410,4 +425,85 @@ fn stress_locks_exclude_and_never_lose_a_wakeup() {
     )
     .unwrap();
     p.close(fd).unwrap();
+}
+
+/// `limits::LOCKS_PER_FILE` through the public call: the request past it, and an unlock
+/// that would split a record past it, fail with `ENOLCK` and change nothing.
+#[test]
+fn record_locks_per_file_are_bounded() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let p = Vfs::new_memfs().process(Creds::root());
+    let fd = p.open("/f", OFlags::RDWR | OFlags::CREAT, 0o644).unwrap();
+    let n = scalevfs::limits::LOCKS_PER_FILE as i64;
+    let set = |typ, start, len| p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(typ, start, len));
+    for i in 0..n {
+        set(LockType::Write, 2 * i, 1).unwrap();
+    }
+    assert_eq!(set(LockType::Write, 2 * n, 1), Err(Errno::ENOLCK));
+    assert_eq!(
+        set(LockType::Unlock, 1, 1),
+        Ok(()),
+        "nothing there: no new record"
+    );
+    // Merging two records into one needs none.
+    set(LockType::Write, 1, 1).unwrap();
+    set(LockType::Write, 2 * n, 1).unwrap();
+    assert_eq!(set(LockType::Unlock, 1, 1), Err(Errno::ENOLCK), "a split");
+    set(LockType::Unlock, 0, 0).unwrap();
+    set(LockType::Write, 0, 0).unwrap();
+    p.close(fd).unwrap();
+}
+
+/// A frontend's drop of an owner (FUSE's flush, which a client's death sends too) fails
+/// that owner's waiting requests with `EINTR`, and leaves other owners' locks alone.
+#[test]
+fn a_frontend_owner_drop_cancels_its_waiting_requests() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    use scalevfs::LockOwner;
+    let vfs = Vfs::new_memfs();
+    let p = Arc::new(vfs.process(Creds::root()));
+    let h = p
+        .openat_handle(Fd::CWD, "/f", OFlags::RDWR | OFlags::CREAT, 0o644)
+        .unwrap();
+    let a = LockOwner { id: 1, pid: 100 };
+    let b = LockOwner { id: 2, pid: 200 };
+    p.fcntl_lock_as(
+        &h,
+        a,
+        LockCmd::SetLk,
+        &mut Flock::new(LockType::Write, 0, 0),
+    )
+    .unwrap();
+    let (p2, h2) = (p.clone(), h.clone());
+    let waiter = std::thread::spawn(move || {
+        p2.fcntl_lock_as(
+            &h2,
+            b,
+            LockCmd::SetLkW,
+            &mut Flock::new(LockType::Read, 5, 1),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    p.unlock_owner(&h, b.id).unwrap();
+    assert_eq!(waiter.join().unwrap(), Err(Errno::EINTR));
+    let mut probe = Flock::new(LockType::Read, 0, 1);
+    p.fcntl_lock_as(&h, b, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!(
+        (probe.typ, probe.pid),
+        (LockType::Write, 100),
+        "a's lock stays"
+    );
+    // A request that is not waiting yet is not cancelled by an earlier drop.
+    p.unlock_owner(&h, a.id).unwrap();
+    p.fcntl_lock_as(
+        &h,
+        b,
+        LockCmd::SetLkW,
+        &mut Flock::new(LockType::Read, 5, 1),
+    )
+    .unwrap();
 }
