@@ -49,14 +49,18 @@
 //! is Linux's "close/fcntl race". Each side makes a read-modify-write on the one word they
 //! share (the descriptor's slot in its table, or the description's reference count), then
 //! reads the other's word:
-//! - the request stores the flag, then checks its descriptor with a read-modify-write (a
-//!   compare-and-swap of the slot with itself; `fetch_add(0)` of the count);
+//! - the request stores the flag (under the file's slot), then, once it has let go of the
+//!   slot, checks its descriptor with a read-modify-write (a compare-and-swap of the slot
+//!   with itself; `fetch_add(0)` of the count), and if it is gone takes the slot again to
+//!   undo its record (Linux's `fcntl_setlk` does the same). The check is made outside the
+//!   slot because it pins the epoch, and a pin may run deferred drops: an inode's drop
+//!   purges its records, and takes a slot;
 //! - the close swaps the slot out (or decrements the count), then loads the flag.
 //!
 //! Read-modify-writes of one word are totally ordered, and each reads the one before it.
 //! If the request's comes first, the close's reads from it and so sees the flag: the close
 //! drops the record under the slot. If the close's comes first, the request sees the
-//! descriptor gone, and undoes its record before it lets go of the slot. A plain load on
+//! descriptor gone, and undoes its record. A plain load on
 //! the request's side would not do: it could read the count from before the close, while
 //! the close's load of the flag reads from before the store (store buffering); `SeqCst`
 //! loads and stores would, but loom models them as acquire/release only, and a fence on
@@ -275,13 +279,6 @@ impl Locks {
                 Ok(changed) => {
                     if !unlock {
                         inode.has_locks.store(true, Release);
-                        if !open() {
-                            // The descriptor was closed meanwhile; its close may not have
-                            // seen this record. Undo it.
-                            let _ = apply(&mut fl.posix, &req, true);
-                            self.release_edges(fl, k, Some(req.owner));
-                            self.table.wake(k as u64);
-                        }
                     }
                     if changed {
                         self.release_edges(fl, k, Some(req.owner));
@@ -301,6 +298,20 @@ impl Locks {
             }
         }
         tidy(&mut g, k, inode);
+        drop(g);
+        // Outside the slot: `open` may pin the epoch, and a pin may run deferred drops,
+        // an inode's among them, whose purge takes a slot (perhaps this one).
+        if res.is_ok() && !unlock && !open() {
+            // The descriptor was closed meanwhile; its close may not have seen this
+            // record. Undo it, as Linux's fcntl_setlk does.
+            let mut g = self.table.lock(k as u64);
+            if let Some(fl) = g.0.get_mut(&k) {
+                let _ = apply(&mut fl.posix, &req, true);
+                self.release_edges(fl, k, Some(req.owner));
+                self.table.wake(k as u64);
+            }
+            tidy(&mut g, k, inode);
+        }
         res
     }
 
@@ -391,13 +402,8 @@ impl Locks {
                     g.0.get(&k)
                         .is_some_and(|fl| fl.flock.iter().any(|&(d, x)| d != desc && (x || excl)));
                 if !busy {
-                    let fl = g.0.entry(k).or_default();
-                    fl.flock.push((desc, excl));
+                    g.0.entry(k).or_default().flock.push((desc, excl));
                     inode.has_locks.store(true, Release);
-                    if !open() {
-                        fl.flock.retain(|&(d, _)| d != desc);
-                        self.table.wake(k as u64);
-                    }
                     break Ok(());
                 }
                 if !wait {
@@ -407,6 +413,16 @@ impl Locks {
             },
         };
         tidy(&mut g, k, inode);
+        drop(g);
+        // Outside the slot, as in `set_posix`.
+        if res.is_ok() && want.is_some() && !open() {
+            let mut g = self.table.lock(k as u64);
+            if let Some(fl) = g.0.get_mut(&k) {
+                fl.flock.retain(|&(d, _)| d != desc);
+                self.table.wake(k as u64);
+            }
+            tidy(&mut g, k, inode);
+        }
         res
     }
 
