@@ -735,6 +735,10 @@ impl Filesystem for ScaleFs {
                 let h: Handle = (*f).clone();
                 let p = self.p.fork();
                 std::thread::spawn(move || {
+                    // A client killed while it waits stays until this reply (the kernel
+                    // waits out a request the server has), then closes its files: its
+                    // flush drops what it was granted. fuser passes no FUSE_INTERRUPT, so
+                    // a signal that is not fatal does not end the wait with EINTR.
                     let r = p.fcntl_lock_as(&h, owner, LockCmd::SetLkW, &mut fl);
                     reply_empty(reply, r.ex());
                 });

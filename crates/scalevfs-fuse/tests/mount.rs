@@ -820,3 +820,60 @@ fn record_locks_reach_the_engine() {
     drop(c);
     p.close(fd).unwrap();
 }
+
+/// A client killed while it waits in `F_SETLKW` stays (the kernel waits out a request the
+/// server holds) until the engine's lock goes; then it is granted the lock, exits, and its
+/// close (FUSE's flush) drops it: no lock outlives the client.
+#[test]
+fn a_killed_waiter_leaves_no_lock() {
+    use scalevfs::{Creds, Flock, LockCmd, LockType, OFlags};
+    if std::process::Command::new("python3")
+        .arg("-c")
+        .arg("pass")
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        eprintln!("no python3: skipped");
+        return;
+    }
+    let vfs = Vfs::new_memfs();
+    let Some(m) = mount_with("killed", false, vfs.clone(), FsOptions::default()) else {
+        return;
+    };
+    fs::write(m.path("f"), b"x").unwrap();
+    let p = vfs.process(Creds::root());
+    let fd = p.open("/f", OFlags::RDWR, 0).unwrap();
+    p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(LockType::Write, 0, 1))
+        .unwrap();
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import fcntl, sys\nf = open(sys.argv[1], 'r+')\nprint('go', flush=True)\n\
+             fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)\nprint('granted', flush=True)",
+        )
+        .arg(m.path("f"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "go\n");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(LockType::Unlock, 0, 0))
+        .unwrap();
+    child.wait().unwrap();
+    let mut probe = Flock::new(LockType::Write, 0, 1);
+    p.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+    assert_eq!(
+        probe.typ,
+        LockType::Unlock,
+        "the dead client's lock stayed: {probe:?}"
+    );
+    p.close(fd).unwrap();
+}

@@ -39,7 +39,6 @@ macro_rules! errnos {
 errnos! {
     EPERM = 1, "Operation not permitted";
     ENOENT = 2, "No such file or directory";
-    EINTR = 4, "Interrupted system call";
     EIO = 5, "I/O error";
     ENXIO = 6, "No such device or address";
     E2BIG = 7, "Argument list too long";

@@ -145,16 +145,11 @@ struct FileLocks {
     /// Record-lock requests waiting on this file with an edge in `waits`, so that a
     /// release here looks at `waits` only when one may name it.
     edges: u32,
-    /// Requests of frontend owners waiting on this file: (id, owner, cancelled). A
-    /// frontend's drop of an owner ([`Locks::drop_owner`]: FUSE's flush, which is also
-    /// what a client's death sends) cancels them with `EINTR`, so that a request whose
-    /// caller is gone cannot take a lock later that nobody would drop.
-    waiting: Vec<(u64, Owner, bool)>,
 }
 
 impl FileLocks {
     fn is_empty(&self) -> bool {
-        self.posix.is_empty() && self.flock.is_empty() && self.edges == 0 && self.waiting.is_empty()
+        self.posix.is_empty() && self.flock.is_empty() && self.edges == 0
     }
 }
 
@@ -239,17 +234,7 @@ impl Locks {
         let k = key(inode);
         let mut g = self.table.lock(k as u64);
         let mut ticket = None;
-        let mut waiting = None;
         let res = loop {
-            if let (Some(id), Some(fl)) = (waiting, g.0.get(&k)) {
-                if fl
-                    .waiting
-                    .iter()
-                    .any(|&(i, _, cancelled)| i == id && cancelled)
-                {
-                    break Err(Errno::EINTR);
-                }
-            }
             let blocker = match g.0.get(&k) {
                 Some(fl) if !unlock => fl.posix.iter().find(|r| r.conflicts(&req)).copied(),
                 _ => None,
@@ -261,11 +246,6 @@ impl Locks {
                 let fl = g.0.get_mut(&k).expect("a blocker's file has an entry");
                 if let Err(e) = self.note_wait(fl, k, &mut ticket, req.owner, b.owner) {
                     break Err(e);
-                }
-                if waiting.is_none() && matches!(req.owner, Owner::Frontend(_)) {
-                    let id = self.tickets.fetch_add(1, Relaxed);
-                    fl.waiting.push((id, req.owner, false));
-                    waiting = Some(id);
                 }
                 g = self.table.wait(k as u64, g);
                 continue;
@@ -288,14 +268,9 @@ impl Locks {
                 }
             }
         };
-        if let Some(fl) = g.0.get_mut(&k) {
+        if let (Some(t), Some(fl)) = (ticket, g.0.get_mut(&k)) {
             // Under the slot: once this request holds its lock, no edge may say it waits.
-            if let Some(t) = ticket {
-                self.forget_edge(fl, t);
-            }
-            if let Some(id) = waiting {
-                fl.waiting.retain(|&(i, _, _)| i != id);
-            }
+            self.forget_edge(fl, t);
         }
         tidy(&mut g, k, inode);
         drop(g);
@@ -427,10 +402,9 @@ impl Locks {
     }
 
     /// Drops every lock `owner` holds on the file: a close's record locks (a process or a
-    /// frontend owner), or a description's `flock` and OFD locks at its last reference. A
-    /// frontend owner's waiting requests on the file fail with `EINTR` (see
-    /// `FileLocks::waiting`); a process's go on, as on Linux, and are undone if their own
-    /// descriptor was the one closed.
+    /// frontend owner), or a description's `flock` and OFD locks at its last reference.
+    /// The owner's requests still waiting go on, as on Linux (and are undone when granted
+    /// if their own descriptor was the one closed).
     pub(crate) fn drop_owner(&self, inode: &Inode, owner: Owner) {
         let k = key(inode);
         let mut g = self.table.lock(k as u64);
@@ -440,15 +414,8 @@ impl Locks {
             if let Owner::Desc(d) = owner {
                 fl.flock.retain(|&(x, _)| x != d);
             }
-            let mut cancelled = false;
-            for w in fl.waiting.iter_mut().filter(|w| w.1 == owner) {
-                w.2 = true;
-                cancelled = true;
-            }
             if fl.posix.len() + fl.flock.len() != before {
                 self.release_edges(fl, k, Some(owner));
-                self.table.wake(k as u64);
-            } else if cancelled {
                 self.table.wake(k as u64);
             }
         }

@@ -116,11 +116,8 @@ impl Process {
     }
 
     /// Drops every record lock that the frontend's `owner` holds on `h`'s file (the POSIX
-    /// rule for a close, which a frontend applies when it learns of one), and fails the
-    /// owner's requests still waiting on the file with `EINTR`: through FUSE a flush is also
-    /// what a client's death sends, and a request granted after it would hold a lock that
-    /// nobody drops. (On Linux a close by another thread does not cancel a waiting
-    /// request; here, through a frontend, it does.)
+    /// rule for a close, which a frontend applies when it learns of one). The owner's
+    /// requests still waiting go on, as on Linux.
     pub fn unlock_owner(&self, h: &Handle, owner: u64) -> Result<()> {
         let f = self.file(h)?;
         filelock::global().drop_owner(&f.inode, Owner::Frontend(owner));
