@@ -235,16 +235,18 @@ impl Locks {
         let mut g = self.table.lock(k as u64);
         let mut ticket = None;
         let res = loop {
-            let blocker = match g.0.get(&k) {
-                Some(fl) if !unlock => fl.posix.iter().find(|r| r.conflicts(&req)).copied(),
+            let found = match g.0.get_mut(&k) {
+                Some(fl) if !unlock => {
+                    let b = fl.posix.iter().find(|r| r.conflicts(&req)).map(|b| b.owner);
+                    b.map(|b| (b, fl))
+                }
                 _ => None,
             };
-            if let Some(b) = blocker {
+            if let Some((blocker, fl)) = found {
                 if !wait {
                     break Err(Errno::EAGAIN);
                 }
-                let fl = g.0.get_mut(&k).expect("a blocker's file has an entry");
-                if let Err(e) = self.note_wait(fl, k, &mut ticket, req.owner, b.owner) {
+                if let Err(e) = self.note_wait(fl, k, &mut ticket, req.owner, blocker) {
                     break Err(e);
                 }
                 g = self.table.wait(k as u64, g);
