@@ -56,7 +56,7 @@ pass2() {
         re=$(sed -e 's/[][\.^$*+?(){}|]/\\&/g' -e 's/.*/^&$/' "$out/pass1/missed.txt" |
             paste -sd'|')
         RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR="$tree/target/loom" \
-            cargo mutants -p scalevfs -f "$src" --re "$re" --profile mutants --in-place \
+            cargo mutants -p scalevfs -f "$src" --re "$re" --profile checked --in-place \
             --dir "$tree" --output "$out/loom" --timeout 300 --cargo-arg=--lib -- loom ||
             rc=$?
         case $rc in
@@ -120,7 +120,7 @@ for f in "${files[@]}"; do
         mkdir -p "$out"
         echo "$sum" >"$out/source.sha"
         common=(-p scalevfs -f "$src" --exclude-re ' tests::' --shard "$k/$shards"
-            --profile mutants --in-place --dir "$tree" --output "$out")
+            --profile checked --in-place --dir "$tree" --output "$out")
         # cargo-mutants exits 0 (all caught), 2 (some missed) or 3 (some timed out); any
         # other code (4: the unmutated tree failed) means no result, and the shard is not
         # marked finished.
@@ -135,7 +135,7 @@ for f in "${files[@]}"; do
                 --test memory --test space --test hostfs || rc=$?
             [ "$rc" = 4 ] && [ "$attempt" = 1 ] || break
             echo "mutants.sh: the unmutated tree failed; cleaning its build and trying again" >&2
-            (cd "$tree" && cargo clean -q -p scalevfs --profile mutants)
+            (cd "$tree" && cargo clean -q -p scalevfs --profile checked)
         done
         case $rc in
         0 | 2 | 3) ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs everything CI runs: format and lint checks, the unit, integration, differential
-# (host tmpfs as oracle; needs root), race and stress tests, the loom models, Miri on the
+# (host tmpfs as oracle; needs root), race and stress tests (in release, then again with
+# overflow checks and debug assertions in the `checked` profile), the loom models, Miri on the
 # engine's unit tests, conformance through the FUSE mount (pjdfstest, fsx; needs root and
 # /dev/fuse), the criterion micro-benchmarks run once each, and a quick benchmark run (with
 # its JSON and plot) to keep `scalevfs bench` working, and the instruction-count guard of the
@@ -24,6 +25,8 @@ echo "== clippy"
 cargo clippy --all-targets -- -D warnings
 echo "== tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
+echo "== tests with overflow checks and debug assertions (profile checked; release wraps silently)"
+PROPTEST_CASES="${PROPTEST_CASES:-256}" cargo test --profile checked --workspace --tests
 echo "== the CLI without its benchmark peers (cargo install --no-default-features)"
 cargo test --release -p scalevfs-cli --no-default-features
 echo "== every rust-version holds for a fresh resolution (what cargo install without --locked builds)"

@@ -226,7 +226,8 @@ fn byte_range(f: &FileRef, lock: &Flock) -> Result<(u64, u64)> {
         if lock.len - 1 > i64::MAX - start {
             return Err(Errno::EOVERFLOW);
         }
-        end = start + lock.len - 1;
+        // Linux's order of terms: `start + len` alone can pass `i64::MAX`.
+        end = start + (lock.len - 1);
     } else if lock.len < 0 {
         end = start - 1;
         start += lock.len;
