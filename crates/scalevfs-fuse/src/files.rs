@@ -18,22 +18,37 @@
 //! and creates nothing) and travels with the handle, so `release` gives back exactly
 //! what `open` took.
 //!
-//! # Lock order
-//! No lock of its own: the per-user counts ([`PerUserCounts`]) take leaf locks.
+//! Record locks through the mount belong either to a process (POSIX locks; FUSE's flush,
+//! sent by every close(2), names the process and drops them) or to an open file
+//! description (OFD locks), which no flush names and for which the kernel sends nothing at
+//! the last close: the lock owner is the kernel's `struct file`, one per file handle here.
+//! So each open file notes the owners that set locks through it, forgets an owner when
+//! that owner flushes it, and at release drops the locks of the owners left: by then every
+//! process that held the file has closed it and flushed, so only the description's own
+//! owner can be left.
 //!
-//! What protects each field outside its lock: the slab is internally synchronized; its
-//! entries are immutable once inserted and dropped when the last reader lets go.
+//! # Lock order
+//! Each entry's list of lock owners is behind a leaf mutex (no other lock is taken while
+//! it is held); the per-user counts ([`PerUserCounts`]) take leaf locks.
+//!
+//! What protects each field outside its lock: the slab is internally synchronized; an
+//! entry's handle and ticket are immutable once inserted, and the entry is dropped when
+//! the last reader lets go.
 
 use std::ops::Deref;
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use scalevfs::sync::PerUserCounts;
 use scalevfs::Handle;
 
-/// An open file: the engine's description, and the count it holds for its user.
+/// An open file: the engine's description, the count it holds for its user, and the lock
+/// owners that set record locks through it and have not flushed it since.
 struct Open {
     h: Handle,
     _ticket: Ticket,
+    owners: Mutex<Vec<u64>>,
 }
 
 /// One open file counted against a user, given back when dropped.
@@ -71,6 +86,30 @@ impl Deref for FileGuard<'_> {
     }
 }
 
+impl FileGuard<'_> {
+    /// Notes that `owner` sets a record lock through this file (before the engine is asked,
+    /// so that a granted lock is always noted).
+    pub fn lock_owner_used(&self, owner: u64) {
+        let mut v = self.0.owners.lock();
+        if !v.contains(&owner) {
+            v.push(owner);
+        }
+    }
+
+    /// Notes that `owner` flushed this file: a close(2) by a process, whose record locks
+    /// then go.
+    pub fn lock_owner_flushed(&self, owner: u64) {
+        self.0.owners.lock().retain(|&o| o != owner);
+    }
+
+    /// The owners that set record locks through this file and never flushed it since. At
+    /// the file's release these are its open file description's own (OFD locks): every
+    /// process that held a descriptor of it has closed that descriptor, and flushed.
+    pub fn unflushed_lock_owners(&self) -> Vec<u64> {
+        std::mem::take(&mut *self.0.owners.lock())
+    }
+}
+
 impl OpenFiles {
     /// A table; with `limit`, each non-root user may hold at most that many open files.
     pub fn new(limit: Option<u64>) -> OpenFiles {
@@ -101,7 +140,11 @@ impl OpenFiles {
     /// (billions of entries).
     pub fn insert(&self, h: Handle, ticket: Ticket) -> Result<u64, fuser::Errno> {
         self.slab
-            .insert(Open { h, _ticket: ticket })
+            .insert(Open {
+                h,
+                _ticket: ticket,
+                owners: Mutex::new(Vec::new()),
+            })
             .map(|k| k as u64)
             .ok_or(fuser::Errno::ENFILE)
     }

@@ -640,6 +640,7 @@ impl Filesystem for ScaleFs {
         }
     }
 
+    /// The file's last close: its engine description goes, with its OFD locks.
     fn release(
         &self,
         _req: &Request,
@@ -650,8 +651,14 @@ impl Filesystem for ScaleFs {
         flush: bool,
         reply: ReplyEmpty,
     ) {
-        if let (true, Some(owner), Ok(f)) = (flush, lock_owner, self.files.get(fh.0)) {
-            let _ = self.p.unlock_owner(&f, owner.0);
+        if let Ok(f) = self.files.get(fh.0) {
+            if let (true, Some(owner)) = (flush, lock_owner) {
+                let _ = self.p.unlock_owner(&f, owner.0);
+            }
+            // The description's own (OFD) locks: see `files`.
+            for owner in f.unflushed_lock_owners() {
+                let _ = self.p.unlock_owner(&f, owner);
+            }
         }
         reply_empty(reply, self.files.remove(fh.0))
     }
@@ -665,10 +672,10 @@ impl Filesystem for ScaleFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        let r = self
-            .files
-            .get(fh.0)
-            .and_then(|f| self.p.unlock_owner(&f, lock_owner.0).ex());
+        let r = self.files.get(fh.0).and_then(|f| {
+            f.lock_owner_flushed(lock_owner.0);
+            self.p.unlock_owner(&f, lock_owner.0).ex()
+        });
         reply_empty(reply, r)
     }
 
@@ -730,6 +737,9 @@ impl Filesystem for ScaleFs {
             Ok(fl) => fl,
             Err(e) => return reply.error(e),
         };
+        if fl.typ != LockType::Unlock {
+            f.lock_owner_used(lock_owner.0);
+        }
         match self.p.fcntl_lock_as(&f, owner, LockCmd::SetLk, &mut fl) {
             Err(scalevfs::Errno::EAGAIN) if sleep => {
                 let h: Handle = (*f).clone();

@@ -821,6 +821,72 @@ fn record_locks_reach_the_engine() {
     p.close(fd).unwrap();
 }
 
+/// A client's OFD locks through the mount are its open file description's: two
+/// descriptions of one process conflict, a close of a duplicate leaves the lock (FUSE's
+/// flush names the process, not the description), and the description's last close (FUSE's
+/// release) drops it, which the kernel does not ask for: the server does.
+#[test]
+fn ofd_locks_go_with_the_last_close_of_their_description() {
+    use scalevfs::{Creds, Flock, LockCmd, LockType, OFlags};
+    let vfs = Vfs::new_memfs();
+    let Some(m) = mount_with("ofd", false, vfs.clone(), FsOptions::default()) else {
+        return;
+    };
+    fs::write(m.path("f"), b"0123456789").unwrap();
+    let rw = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(m.path("f"))
+            .unwrap()
+    };
+    let (a, b) = (rw(), rw());
+    fcntl_lock(&a, libc::F_OFD_SETLK, libc::F_WRLCK as i16, 0, 4).unwrap();
+    assert_eq!(
+        fcntl_lock(&b, libc::F_OFD_SETLK, libc::F_RDLCK as i16, 2, 1).unwrap_err(),
+        libc::EAGAIN,
+        "two descriptions of one process conflict"
+    );
+    let fl = fcntl_lock(&b, libc::F_OFD_GETLK, libc::F_RDLCK as i16, 0, 0).unwrap();
+    assert_eq!(
+        (fl.l_type as i32, fl.l_start, fl.l_len),
+        (libc::F_WRLCK, 0, 4)
+    );
+    // A process-owned lock of the same process conflicts with it too.
+    assert_eq!(
+        fcntl_lock(&b, libc::F_SETLK, libc::F_WRLCK as i16, 3, 1).unwrap_err(),
+        libc::EAGAIN
+    );
+    let p = vfs.process(Creds::root());
+    let fd = p.open("/f", OFlags::RDWR, 0).unwrap();
+    let held = |p: &scalevfs::Process| {
+        let mut probe = Flock::new(LockType::Write, 0, 0);
+        p.fcntl_lock(fd, LockCmd::GetLk, &mut probe).unwrap();
+        (probe.typ, probe.start, probe.len)
+    };
+    assert_eq!(held(&p), (LockType::Write, 0, 4), "the engine sees it");
+    // Closing a duplicate, or another description, flushes the process's locks only.
+    drop(a.try_clone().unwrap());
+    drop(b);
+    assert_eq!(
+        held(&p),
+        (LockType::Write, 0, 4),
+        "a flush dropped an OFD lock"
+    );
+    // The description's last close drops it: the kernel's release is asynchronous, so
+    // wait a little for it.
+    drop(a);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while held(&p).0 != LockType::Unlock {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the OFD lock outlived its description"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    p.close(fd).unwrap();
+}
+
 /// A client killed while it waits in `F_SETLKW` stays (the kernel waits out a request the
 /// server holds) until the engine's lock goes; then it is granted the lock, exits, and its
 /// close (FUSE's flush) drops it: no lock outlives the client.
