@@ -52,7 +52,9 @@
 //! - the request stores the flag (under the file's slot), then, once it has let go of the
 //!   slot, checks its descriptor with a read-modify-write (a compare-and-swap of the slot
 //!   with itself; `fetch_add(0)` of the count), and if it is gone takes the slot again to
-//!   undo its record (Linux's `fcntl_setlk` does the same). The check is made outside the
+//!   undo its record (Linux's `fcntl_setlk` does the same, and answers a process's
+//!   request `EBADF`; a description's lock succeeds, as Linux's final close drops it
+//!   there). The check is made outside the
 //!   slot because it pins the epoch, and a pin may run deferred drops: an inode's drop
 //!   purges its records, and takes a slot;
 //! - the close swaps the slot out (or decrements the count), then loads the flag.
@@ -288,6 +290,11 @@ impl Locks {
                 self.table.wake(k as u64);
             }
             tidy(&mut g, k, inode);
+            // Linux's fcntl_setlk tells the process: EBADF. It does not check a
+            // description's (OFD) lock, which its final close drops: success.
+            if matches!(req.owner, Owner::Process(_)) {
+                return Err(Errno::EBADF);
+            }
         }
         res
     }

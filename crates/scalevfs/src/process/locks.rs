@@ -239,3 +239,50 @@ fn byte_range(f: &FileRef, lock: &Flock) -> Result<(u64, u64)> {
     }
     Ok((start as u64, end as u64))
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Creds, Vfs};
+
+    /// The close/lock race, in the order that loses: the request holds its description,
+    /// and the descriptor is closed before the lock is in place. No lock may outlive the
+    /// close. A process's lock answers `EBADF`, as Linux's `fcntl_setlk` does; a
+    /// description's (OFD, flock) succeeds, as on Linux, where the final close drops it.
+    #[test]
+    fn a_lock_set_on_a_description_closed_meanwhile_is_undone() {
+        let vfs = Vfs::new_memfs();
+        let (p, q) = (vfs.process(Creds::root()), vfs.process(Creds::root()));
+        let fd = p.open("/f", OFlags::CREAT | OFlags::RDWR, 0o644).unwrap();
+        let f = p.file(fd).unwrap(); // the request's reference, taken before the close
+        p.close(fd).unwrap();
+        let g = q.open("/f", OFlags::RDWR, 0).unwrap();
+        let free = || {
+            let mut probe = Flock::new(LockType::Write, 0, 0);
+            q.fcntl_lock(g, LockCmd::GetLk, &mut probe).unwrap();
+            probe.typ == LockType::Unlock
+        };
+        let mut fl = Flock::new(LockType::Write, 0, 1);
+        let mine = Owner::Process(p.files.id());
+        let r = p.record_lock(&f, mine, 1, LockCmd::SetLk, &mut fl, || {
+            p.files.still_maps(fd, &f)
+        });
+        assert_eq!(r, Err(Errno::EBADF));
+        assert!(free(), "a process's lock outlived the close");
+        let mut fl = Flock::new(LockType::Write, 0, 1);
+        let ofd = f.lock_owner();
+        p.record_lock(&f, ofd, -1, LockCmd::OfdSetLk, &mut fl, || {
+            f.is_referenced()
+        })
+        .unwrap();
+        assert!(free(), "an OFD lock outlived its description");
+        let Owner::Desc(desc) = ofd else {
+            unreachable!("a description owns its OFD locks")
+        };
+        filelock::global()
+            .flock(&f.inode, desc, Some(true), false, || f.is_referenced())
+            .unwrap();
+        q.flock(g, FlockOp::EX | FlockOp::NB)
+            .expect("a flock lock outlived its description");
+    }
+}
