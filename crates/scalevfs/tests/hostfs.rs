@@ -1530,3 +1530,59 @@ fn xattrs_of_an_unlinked_file_held_by_a_path_handle() {
         "only /g is left"
     );
 }
+
+/// Descriptors of this process, other than `O_PATH` ones, open on `path` (read from
+/// `/proc/self/fd` and `/proc/self/fdinfo`).
+fn data_descriptors_of(path: &Path) -> usize {
+    const O_PATH: u32 = 0o10000000;
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return 0;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == path))
+        .filter(|e| {
+            let info = Path::new("/proc/self/fdinfo").join(e.file_name());
+            std::fs::read_to_string(info).is_ok_and(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                    .is_some_and(|f| f & O_PATH == 0)
+            })
+        })
+        .count()
+}
+
+/// A closed file's host descriptor is closed a grace period after its last close, not
+/// whenever the table's batch of closed descriptions fills (`FdTable::retire_locked`): a
+/// host descriptor held on keeps an unlinked file's space, and counts against the server's
+/// descriptor limit.
+#[test]
+fn a_closed_files_host_descriptor_closes_soon() {
+    let s = Scratch::new("data-fd-closes");
+    let vfs = serve_rw(&s.0);
+    let p = vfs.process(Creds::root());
+    let host = s.0.join("f");
+    let all_closed = |what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while data_descriptors_of(&host) != 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the host descriptor outlived its file's close ({what})"
+            );
+            crossbeam_epoch::pin().flush();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    };
+    p.write_file("/f", b"data").unwrap();
+    all_closed("write_file");
+    let fd = p.open("/f", VO::RDONLY, 0).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(p.read(fd, &mut buf), Ok(4));
+    assert_eq!(
+        data_descriptors_of(&host),
+        1,
+        "the open file's host descriptor"
+    );
+    p.close(fd).unwrap();
+    all_closed("open, read, close");
+}
