@@ -342,31 +342,34 @@ pub enum Contents {
 ///
 /// Laid out in declaration order (`repr(C)`) so that what is written often and what `stat`
 /// reads sit on different cache lines: the `Arc`'s two counts (the 16 bytes before the
-/// inode) share the first line with `contents` (whose locks reads and writes of the data
-/// take), and the attributes that `stat` and the walk's permission checks read start on the
-/// next line. The allocation is 168 bytes, which mimalloc serves from its 192-byte size
+/// inode) share the first line with `holds` (an open and its close each write both) and the
+/// start of `contents` (whose lock every read and write of the data takes), and the
+/// attributes that `stat`, the walk's permission checks and `read`'s size check read are on
+/// the next line, which an open, read and close of the file do not write. (With `holds`
+/// beside the attributes, two threads opening one file took that line from each other on
+/// every open and close.) The allocation is 168 bytes, which mimalloc serves from its 192-byte size
 /// class: blocks of a multiple of 64 bytes from 64-aligned pages, so neighbouring inodes
 /// never share a line (no `align(64)` needed, which cost 64 bytes of padding per inode).
 #[repr(C)]
 pub struct Inode {
-    /// The contents.
-    pub contents: Contents,
+    /// Holds on the inode's contents: one while it has links, one per open description. At
+    /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
+    /// [`Inode::hold`].
+    holds: AtomicU32,
     /// Serializes attribute writers (and so the writers of `seq`).
     attr_lock: Mutex<()>,
     /// Whether the file system was ever given an extended attribute for this inode (set
     /// under its file system's xattr lock, while the setter holds the inode: see
     /// `memfs`, "Extended attributes"), so that an eviction looks for them only then. It
-    /// sits in what was padding before `seq`.
+    /// sits in what was padding after `holds`.
     pub(crate) has_xattrs: crate::sync::AtomicBool,
     /// Whether the file-lock table may hold records for this inode (`filelock`): set and
     /// cleared under the inode's slot of that table, read without it by a close, which
     /// looks for locks to drop only then. Also in padding.
     pub(crate) has_locks: crate::sync::AtomicBool,
+    /// The contents.
+    pub contents: Contents,
     seq: SeqCount32,
-    /// Holds on the inode's contents: one while it has links, one per open description. At
-    /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
-    /// [`Inode::hold`].
-    holds: AtomicU32,
     /// The owner this inode is counted against in its file system's per-user inode
     /// counts, or [`NO_QUOTA`] (no per-user limit, or evicted). Moved by compare-and-swap
     /// on `chown` and swapped out at eviction, so each count is given back exactly once.
@@ -856,6 +859,13 @@ mod layout_tests {
             offset_of!(Inode, times),
         ] {
             assert!(ARC_HEADER + field >= 64, "a stat field at {field}");
+        }
+        // What an open, a read and a close write: with the `Arc`'s counts, on line 0.
+        for (name, field, size) in [
+            ("holds", offset_of!(Inode, holds), 4),
+            ("the start of contents", offset_of!(Inode, contents), 8),
+        ] {
+            assert!(ARC_HEADER + field + size <= 64, "{name} at {field}");
         }
         assert!(
             ARC_HEADER + size_of::<Inode>() <= 192,
