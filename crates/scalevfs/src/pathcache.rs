@@ -39,7 +39,16 @@
 //! # What protects each field
 //! The table is thread-local: no lock. An entry holds a reference on its final dentry and,
 //! for a relative path, on its start directory, so neither is freed (or its address
-//! reused) while cached; the mounts are keyed by their ids, never reused in a namespace.
+//! reused) while cached. It also holds a strong count on the inode the final dentry had
+//! when the walk was validated: while the dentry's sequence count is the one recorded,
+//! the dentry still points at that inode (a dentry's inode changes only in a write
+//! section), so a hit may read the inode through the entry's own count. That is how a
+//! cached `stat` runs with no epoch guard ([`read_hit`]): its key is made of values the
+//! process publishes under a sequence counter (ids and addresses, compared and never
+//! dereferenced), and everything it dereferences (the dentry's counter, the inode) is
+//! kept by the entry, which only its own thread can drop. An entry's inode is at most
+//! the memory of one inode kept past its unlink until the entry is replaced: its
+//! contents go with their last hold as before (`Inode::holds`); the mounts are keyed by their ids, never reused in a namespace.
 //! The root needs no reference: a process's root is always its namespace's root dentry
 //! (there is no `chroot`), which lives as long as the namespace, and the namespace's id
 //! (never reused) is in the key. Nor does an absolute path's start, which is the root. So
@@ -49,9 +58,11 @@
 //! indexes is still the current one. All counters are 64 bits: an entry may sit unused for
 //! any number of changes and still never match a count it was not inserted at.
 
-use crate::dentry::{DPtr, DRef, Dentry};
+use crate::dentry::{DPtr, DRef, Dentry, IPtr};
+use crate::inode::Inode;
 use crate::name::path_hash;
 use std::cell::RefCell;
+use std::sync::Arc;
 
 /// Ways per set: a set's tags and entry pointers fill one 64-byte line.
 const WAYS: usize = 4;
@@ -86,6 +97,11 @@ struct Entry {
     mnt_idx: usize,
     d: DRef,
     seq: u64,
+    /// The final dentry's inode when the walk was validated, and its file system's device
+    /// number: while `seq` still holds, the dentry points at this inode, so a hit reads
+    /// it through this strong count, with no epoch guard ([`read_hit`]).
+    inode: Arc<Inode>,
+    dev: u64,
     /// A relative path's start directory (see "What protects each field").
     _start: Option<DRef>,
 }
@@ -204,6 +220,44 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
         .flatten()
 }
 
+/// Looks `path` up like [`lookup`] and, on a hit, runs `f` on the entry's inode, its
+/// device number, its final dentry and the dentry's sequence count at insertion, with no
+/// epoch guard: the entry's own counts keep the dentry and the inode allocated while `f`
+/// runs (only this thread can drop the entry, and `f` must not call into this module).
+/// `f` reads what it answers from the inode, then checks the counters (the dentry's, the
+/// namespace generation, the mount sequence) and returns `None` if one moved. A hit
+/// that `f` accepts is counted and its way promoted; anything else is left for the
+/// guarded path to count.
+#[inline(always)]
+pub(crate) fn read_hit<R>(
+    key: &Key,
+    path: &[u8],
+    hash: u64,
+    gen: u64,
+    mount_seq: u64,
+    f: impl FnOnce(&Inode, u64, &Dentry, u64) -> Option<R>,
+) -> Option<R> {
+    debug_assert!(path.len() < MAX_PATH, "callers check the length first");
+    let r = TABLE
+        .try_with(|t| {
+            let mut t = t.borrow_mut();
+            let set = &mut t[set_of(hash)];
+            let (i, e) = set.find(hash, key, path)?;
+            if e.gen != gen || e.mount_seq != mount_seq {
+                return None;
+            }
+            let r = f(&e.inode, e.dev, &e.d, e.seq)?;
+            if i != 0 {
+                set.promote(i);
+            }
+            Some(r)
+        })
+        .ok()
+        .flatten()?;
+    count(true);
+    Some(r)
+}
+
 /// The set `hash` lives in.
 #[inline(always)]
 fn set_of(hash: u64) -> usize {
@@ -225,6 +279,8 @@ pub(crate) fn insert(
     mnt_idx: usize,
     d: DPtr<'_>,
     seq: u64,
+    inode: IPtr<'_>,
+    dev: u64,
 ) {
     debug_assert_eq!(hash, path_hash(path));
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
@@ -271,6 +327,8 @@ pub(crate) fn insert(
         mnt_idx,
         d: dr,
         seq,
+        inode: inode.arc(),
+        dev,
         _start: start,
     });
     let old = TABLE

@@ -41,12 +41,83 @@ impl Process {
             });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
+        if dirfd.is_cwd() || path[0] == b'/' {
+            if !self.vfs.check_mode() {
+                if let Some(st) = self.stat_cached(path, hash, wf.follow) {
+                    return Ok(st);
+                }
+            } else if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
+                return Ok(st);
+            }
+        }
         self.at(dirfd, path, |cx, start| {
             Self::with_final(cx, start, path, hash, wf.follow, |i, fs| {
                 Ok(StatOf(i.stat(fs.dev)))
             })
         })
         .map(|s| s.0)
+    }
+
+    /// `stat` answered by this thread's path cache with no epoch guard, or `None` (then the
+    /// guarded path decides): `path` is absolute or relative to the working directory.
+    /// The key comes from [`KeyIds`], the inode from the entry's own strong count
+    /// ([`pathcache::read_hit`]); the answer stands if, after the inode was read, the
+    /// final dentry's sequence count, the namespace generation and the mount sequence are
+    /// still those the entry was made at, as for a guarded hit ([`Cached::still_valid`]).
+    /// In check mode see [`Process::stat_cached_checked`].
+    #[inline(always)]
+    fn stat_cached(&self, path: &[u8], hash: u64, follow: bool) -> Option<Stat> {
+        let vfs = &*self.vfs;
+        let ids = self.ids.get()?;
+        let gen = ns_changes().snapshot()?;
+        let ms = vfs.mount_seq().read_begin()?;
+        let (start, start_mnt) = if path[0] == b'/' {
+            (ids.root, ids.root_mnt)
+        } else {
+            (ids.cwd, ids.cwd_mnt)
+        };
+        let key = pathcache::Key {
+            vfs: vfs.id,
+            creds: ids.creds,
+            root: ids.root,
+            root_mnt: ids.root_mnt,
+            start,
+            start_mnt,
+            follow,
+        };
+        pathcache::read_hit(&key, path, hash, gen, ms, |inode, dev, d, seq| {
+            let st = inode.stat(dev);
+            (!d.seq.read_retry(seq)
+                && ns_changes().snapshot() == Some(gen)
+                && !vfs.mount_seq().read_retry(ms))
+            .then_some(st)
+        })
+    }
+
+    /// Check mode: [`Process::stat_cached`]'s answer, if it has one, compared with what the
+    /// locked walk finds after it (the same object), unless the namespace changed
+    /// meanwhile (`walk::compare`).
+    #[cold]
+    fn stat_cached_checked(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+    ) -> Option<Stat> {
+        let before = effects::reading();
+        let st = self.stat_cached(path, hash, follow)?;
+        let locked = self
+            .at(dirfd, path, |cx, start| {
+                Ok((|| {
+                    let w = start.walk(cx, path, Flags::object(follow), true)?;
+                    let p = w.pos();
+                    Ok(StatOf(p.inode()?.stat(p.mnt.dev())))
+                })())
+            })
+            .unwrap_or_else(|e| Err(Fail::Err(e)));
+        walk::compare(&self.vfs, before, &Ok(StatOf(st)), locked);
+        Some(st)
     }
 
     /// Resolves `path` to the object it names and runs `f` on its inode and file system inside

@@ -45,7 +45,7 @@ use crate::name::{check_len, Component};
 use crate::pathcache;
 use crate::sync::effects::{self, effect};
 use crate::sync::{ns_changes, NsChange};
-use crate::sync::{Mutex, MutexGuard};
+use crate::sync::{AtomicU64, AtomicUsize, Mutex, MutexGuard, SeqCount};
 use crate::types::{limits, mode::*, *};
 use crate::walk::{self, retry, with_walk, Ctx, Fail, Flags, Found, Last, Pos, Walked};
 use crate::Vfs;
@@ -91,11 +91,90 @@ impl CredsBox {
     }
 }
 
+/// What a path-cache key takes from a process (`pathcache::Key`): the root, the working
+/// directory, their mounts' ids and the credentials' id, as plain values that are compared,
+/// never dereferenced, so a cached `stat` reads them with no epoch guard
+/// ([`Process::stat_cached`]). Written with `ctx` and `creds`, under `ctx_lock`, in a
+/// write section of `seq`; read under `seq`.
+struct KeyIds {
+    seq: SeqCount,
+    root: AtomicUsize,
+    root_mnt: AtomicU64,
+    cwd: AtomicUsize,
+    cwd_mnt: AtomicU64,
+    creds: AtomicU64,
+}
+
+/// A consistent reading of [`KeyIds`].
+#[derive(Clone, Copy)]
+struct Ids {
+    root: *const Dentry,
+    root_mnt: u64,
+    cwd: *const Dentry,
+    cwd_mnt: u64,
+    creds: u64,
+}
+
+impl Ids {
+    fn of(ctx: &FsCtx, creds: u64) -> Ids {
+        Ids {
+            root: ctx.root.d.ptr().as_ptr(),
+            root_mnt: ctx.root.mnt.id,
+            cwd: ctx.cwd.d.ptr().as_ptr(),
+            cwd_mnt: ctx.cwd.mnt.id,
+            creds,
+        }
+    }
+}
+
+impl KeyIds {
+    fn new(ids: Ids) -> KeyIds {
+        KeyIds {
+            seq: SeqCount::new(),
+            root: AtomicUsize::new(ids.root as usize),
+            root_mnt: AtomicU64::new(ids.root_mnt),
+            cwd: AtomicUsize::new(ids.cwd as usize),
+            cwd_mnt: AtomicU64::new(ids.cwd_mnt),
+            creds: AtomicU64::new(ids.creds),
+        }
+    }
+
+    /// Sets the ids, and runs `publish` (which publishes the context and credentials they
+    /// were taken from) in the same write section, so that no reader sees the ids and the
+    /// published values disagree; the caller holds `ctx_lock`.
+    fn set<R>(&self, ids: Ids, publish: impl FnOnce() -> R) -> R {
+        self.seq.write_begin();
+        self.root.store(ids.root as usize, Relaxed);
+        self.root_mnt.store(ids.root_mnt, Relaxed);
+        self.cwd.store(ids.cwd as usize, Relaxed);
+        self.cwd_mnt.store(ids.cwd_mnt, Relaxed);
+        self.creds.store(ids.creds, Relaxed);
+        let r = publish();
+        self.seq.write_end();
+        r
+    }
+
+    /// The ids as they were at one moment, or `None` while they change.
+    #[inline(always)]
+    fn get(&self) -> Option<Ids> {
+        let s = self.seq.read_begin()?;
+        let ids = Ids {
+            root: self.root.load(Relaxed) as *const Dentry,
+            root_mnt: self.root_mnt.load(Relaxed),
+            cwd: self.cwd.load(Relaxed) as *const Dentry,
+            cwd_mnt: self.cwd_mnt.load(Relaxed),
+            creds: self.creds.load(Relaxed),
+        };
+        (!self.seq.read_retry(s)).then_some(ids)
+    }
+}
+
 /// A caller: root, working directory, credentials, umask and descriptor table.
 pub struct Process {
     vfs: Arc<Vfs>,
     ctx: Atomic<FsCtx>,
     creds: Atomic<CredsBox>,
+    ids: KeyIds,
     umask: AtomicU32,
     files: FdTable,
     ctx_lock: Mutex<()>,
@@ -442,10 +521,21 @@ impl<'g> WholePath<'g> {
         let (true, Some(gen), Some(ms)) = (self.cacheable, self.gen, self.ms) else {
             return;
         };
-        if let Some(idx) = walk::mount_index(cx.vfs, p.mnt, cx.guard) {
+        if let (Some(idx), Some(inode)) = (walk::mount_index(cx.vfs, p.mnt, cx.guard), p.inode) {
             if ns_changes().snapshot() == Some(gen) {
                 pathcache::insert(
-                    self.key, cx.root, self.start, path, self.hash, gen, ms, idx, p.d, p.seq,
+                    self.key,
+                    cx.root,
+                    self.start,
+                    path,
+                    self.hash,
+                    gen,
+                    ms,
+                    idx,
+                    p.d,
+                    p.seq,
+                    inode,
+                    p.mnt.dev(),
                 );
             }
         }
@@ -487,10 +577,12 @@ impl Process {
             cwd: root.clone(),
             root,
         };
+        let creds = CredsBox::new(creds);
         Process {
             vfs,
+            ids: KeyIds::new(Ids::of(&ctx, creds.id)),
             ctx: Atomic::new(ctx),
-            creds: Atomic::new(CredsBox::new(creds)),
+            creds: Atomic::new(creds),
             umask: AtomicU32::new(0o022),
             files: FdTable::default(),
             ctx_lock: Mutex::new(()),
@@ -507,13 +599,16 @@ impl Process {
     pub fn fork(&self) -> Process {
         let g = crossbeam_epoch::pin();
         let ctx = self.ctx_ref(&g);
+        let ctx = FsCtx {
+            root: ctx.root.clone(),
+            cwd: ctx.cwd.clone(),
+        };
+        let creds = CredsBox::new(self.creds_ref(&g).clone());
         Process {
             vfs: self.vfs.clone(),
-            ctx: Atomic::new(FsCtx {
-                root: ctx.root.clone(),
-                cwd: ctx.cwd.clone(),
-            }),
-            creds: Atomic::new(CredsBox::new(self.creds_ref(&g).clone())),
+            ids: KeyIds::new(Ids::of(&ctx, creds.id)),
+            ctx: Atomic::new(ctx),
+            creds: Atomic::new(creds),
             umask: AtomicU32::new(self.umask.load(Relaxed)),
             files: self.files.fork(),
             ctx_lock: Mutex::new(()),
@@ -549,7 +644,10 @@ impl Process {
     pub fn set_creds(&self, c: Creds) {
         let _l = self.ctx_lock.lock();
         let g = crossbeam_epoch::pin();
-        let old = self.creds.swap(Owned::new(CredsBox::new(c)), SeqCst, &g);
+        let new = CredsBox::new(c);
+        let old = self.ids.set(Ids::of(self.ctx_ref(&g), new.id), || {
+            self.creds.swap(Owned::new(new), SeqCst, &g)
+        });
         // SAFETY: unreachable now; readers hold guards.
         unsafe { g.defer_destroy(old) };
     }
@@ -741,7 +839,8 @@ impl Process {
                 (locked, w.cacheable, split, key, gen, ms)
             {
                 let p = w.pos();
-                if let Some(idx) = walk::mount_index(vfs, p.mnt, cx.guard) {
+                if let (Some(idx), Some(inode)) = (walk::mount_index(vfs, p.mnt, cx.guard), p.inode)
+                {
                     if ns.snapshot() == Some(gen) {
                         pathcache::insert(
                             key,
@@ -754,6 +853,8 @@ impl Process {
                             idx,
                             p.d,
                             p.seq,
+                            inode,
+                            p.mnt.dev(),
                         );
                     }
                 }
@@ -917,6 +1018,59 @@ mod tests {
         assert!(p.stat("/z/b/f").is_ok());
     }
 
+    /// `stat` answered by the path cache with no epoch guard (`stat_cached`) follows the
+    /// working directory, the credentials and the file: after `chdir` a relative path is
+    /// looked up from the new directory, after `set_creds` the new credentials' search
+    /// permission decides, and the attributes, an unlink and a new file under the name
+    /// all show at once.
+    #[test]
+    fn a_guardless_cached_stat_follows_chdir_creds_and_the_file() {
+        let p = Vfs::new_memfs().process(Creds::root());
+        p.create_dir_all("/a").unwrap();
+        p.create_dir_all("/b").unwrap();
+        p.write_file("/a/f", b"1").unwrap();
+        p.write_file("/b/f", b"22").unwrap();
+        p.write_file("/f", b"4444").unwrap();
+        p.chmod("/b", 0o700).unwrap();
+        let hits = || pathcache::thread_stats().hits;
+        let size = |p: &Process, path: &str| p.stat(path).map(|s| s.size);
+        // Cached relative to `/`: answering it after the `chdir` would be the old place's.
+        for _ in 0..3 {
+            assert_eq!(size(&p, "f"), Ok(4));
+        }
+        p.chdir("/a").unwrap();
+        for _ in 0..2 {
+            assert_eq!(size(&p, "f"), Ok(1));
+        }
+        let before = hits();
+        assert_eq!(size(&p, "f"), Ok(1));
+        assert_eq!(size(&p, "/b/f"), Ok(2));
+        assert_eq!(size(&p, "/b/f"), Ok(2));
+        assert_eq!(hits(), before + 2, "answered from the cache");
+        p.chdir("/b").unwrap();
+        assert_eq!(size(&p, "f"), Ok(2), "relative to the new directory");
+        assert_eq!(size(&p, "f"), Ok(2));
+        p.chdir("/a").unwrap();
+        assert_eq!(size(&p, "f"), Ok(1), "and back");
+        p.set_creds(Creds::user(1000, 1000, vec![]));
+        assert_eq!(size(&p, "/b/f"), Err(Errno::EACCES), "the new credentials");
+        assert_eq!(size(&p, "f"), Ok(1));
+        p.set_creds(Creds::root());
+        assert_eq!(size(&p, "/b/f"), Ok(2));
+        let before = hits();
+        assert_eq!(size(&p, "/b/f"), Ok(2));
+        assert_eq!(hits(), before + 1);
+        p.truncate("/b/f", 5).unwrap();
+        assert_eq!(size(&p, "/b/f"), Ok(5), "the inode as it is now");
+        let ino = p.stat("/b/f").unwrap().ino;
+        p.unlink("/b/f").unwrap();
+        assert_eq!(size(&p, "/b/f"), Err(Errno::ENOENT));
+        p.write_file("/b/f", b"333").unwrap();
+        let st = p.stat("/b/f").unwrap();
+        assert_eq!((st.size, st.ino == ino), (3, false), "the new file");
+        assert_eq!(size(&p, "/b/f"), Ok(3));
+    }
+
     /// `open` of an existing object answers from the path cache, and every change that
     /// would alter its walk or its checks is seen: a rename of an ancestor, an unlink and
     /// re-create of the file, a directory's search permission, the file's own mode, and a
@@ -1014,5 +1168,72 @@ mod tests {
         assert!(r.is_err(), "check mode let a stale answer through: {r:?}");
         assert_eq!(vfs.check_failures(), 1);
         vfs.set_check_mode(false);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::{Ids, KeyIds};
+    use crate::sync::AtomicU64;
+    use loom::sync::Arc;
+    use loom::thread;
+    use std::sync::atomic::Ordering::{Acquire, Release};
+
+    fn ids(creds: u64) -> Ids {
+        Ids {
+            root: std::ptr::null(),
+            root_mnt: 1,
+            cwd: std::ptr::null(),
+            cwd_mnt: 1,
+            creds,
+        }
+    }
+
+    /// One `set_creds` (ids 1 -> 2, published 1 -> 2) against a caller that reads the
+    /// ids, as a cached `stat` does, and the published value, as a guarded call does, in
+    /// the order `ids_first` says. It may never see the two disagree in the order it read
+    /// them: ids newer than what is published after them, or a published value newer
+    /// than the ids read after it. `inside` chooses the real protocol (publish inside the
+    /// ids' write section) or the broken one (publish after it).
+    fn model(inside: bool, ids_first: bool) {
+        loom::model(move || {
+            let k = Arc::new(KeyIds::new(ids(1)));
+            let published = Arc::new(AtomicU64::new(1));
+            let w = {
+                let (k, published) = (k.clone(), published.clone());
+                thread::spawn(move || {
+                    if inside {
+                        k.set(ids(2), || published.store(2, Release));
+                    } else {
+                        k.set(ids(2), || ());
+                        published.store(2, Release);
+                    }
+                })
+            };
+            if ids_first {
+                if let Some(i) = k.get() {
+                    let p = published.load(Acquire);
+                    assert!(p >= i.creds, "ids {} read before published {p}", i.creds);
+                }
+            } else {
+                let p = published.load(Acquire);
+                if let Some(i) = k.get() {
+                    assert!(i.creds >= p, "published {p} read before ids {}", i.creds);
+                }
+            }
+            w.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_key_ids_agree_with_what_is_published() {
+        model(true, true);
+        model(true, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "read before published")]
+    fn loom_key_ids_published_outside_their_section_disagree() {
+        model(false, true);
     }
 }

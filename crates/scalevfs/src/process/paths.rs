@@ -11,7 +11,10 @@ impl Process {
             root: old.root.clone(),
             cwd: loc,
         };
-        let old = self.ctx.swap(Owned::new(new), SeqCst, &g);
+        let ids = Ids::of(&new, self.creds_box(&g).id);
+        let old = self
+            .ids
+            .set(ids, || self.ctx.swap(Owned::new(new), SeqCst, &g));
         // The old places stop counting now (see `mount`, "A published place"); readers
         // that loaded them hold their mounts themselves (`Process::held_ctx`).
         // SAFETY: non-null, and freed only after the grace period deferred below.
