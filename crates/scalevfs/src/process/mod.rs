@@ -7,6 +7,11 @@
 //!   old one after a grace period. The old working directory stops counting as a user of
 //!   its mount at once, so a call that starts from the working directory holds that mount
 //!   itself (`held_ctx`; see `mount`, "A published place").
+//! - `ids` (`KeyIds`): what a path-cache key takes from `ctx` and `creds`, as plain values
+//!   under a sequence counter, for a cached `stat` that pins no epoch. Written under
+//!   `ctx_lock`, in one write section with the publication of the `ctx` or `creds` they
+//!   describe, so a caller that reads the ids and then `ctx` (or the other way round)
+//!   never sees the older of the two after the newer.
 //! - `umask` is an atomic.
 //! - `files`, the descriptor table, is read without a lock under the epoch guard; its
 //!   writers (open, close, dup) serialize on its allocation mutex (see `file`).
