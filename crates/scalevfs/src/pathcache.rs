@@ -142,6 +142,15 @@ impl Set {
     }
 }
 
+/// A thread's table.
+type Sets = [Set; SETS];
+
+/// A new, empty table.
+fn new_sets() -> Option<Box<Sets>> {
+    let v: Vec<Set> = (0..SETS).map(|_| Set::default()).collect();
+    v.into_boxed_slice().try_into().ok()
+}
+
 /// What this thread's path cache did (see [`thread_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathCacheStats {
@@ -157,7 +166,9 @@ thread_local! {
     static STATS: std::cell::Cell<PathCacheStats> = const {
         std::cell::Cell::new(PathCacheStats { hits: 0, misses: 0, inserts: 0 })
     };
-    static TABLE: RefCell<Vec<Set>> = RefCell::new((0..SETS).map(|_| Set::default()).collect());
+    /// The sets, allocated at the thread's first insertion (a constant initializer keeps
+    /// each access to a flag test: no lazy initialization on the hit path).
+    static TABLE: RefCell<Option<Box<Sets>>> = const { RefCell::new(None) };
     /// The tags of recent misses that were not admitted (see "Admission").
     static GHOSTS: RefCell<[u32; GHOST_SLOTS]> = const { RefCell::new([0; GHOST_SLOTS]) };
 }
@@ -201,7 +212,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
     TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
-            let set = &mut t[set_of(hash)];
+            let set = &mut t.as_mut()?[set_of(hash)];
             let (i, e) = set.find(hash, key, path)?;
             if e.gen != gen || e.mount_seq != mount_seq {
                 return None;
@@ -241,7 +252,7 @@ pub(crate) fn read_hit<R>(
     let r = TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
-            let set = &mut t[set_of(hash)];
+            let set = &mut t.as_mut()?[set_of(hash)];
             let (i, e) = set.find(hash, key, path)?;
             if e.gen != gen || e.mount_seq != mount_seq {
                 return None;
@@ -287,8 +298,11 @@ pub(crate) fn insert(
     // The way it goes in: its own stale entry's (same walk, older counts), else an empty
     // one, else the least recently used (which makes it an eviction).
     let Ok(way) = TABLE.try_with(|t| {
-        let t = t.borrow();
-        let set = &t[set_of(hash)];
+        let mut t = t.borrow_mut();
+        if t.is_none() {
+            *t = new_sets();
+        }
+        let set = &t.as_ref()?[set_of(hash)];
         set.find(hash, &key, path)
             .map(|(i, _)| i)
             .or_else(|| (0..WAYS).find(|&i| set.ways[i].is_none()))
@@ -334,7 +348,10 @@ pub(crate) fn insert(
     let old = TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
-            let set = &mut t[set_of(hash)];
+            let Some(sets) = t.as_mut() else {
+                return Some(e);
+            };
+            let set = &mut sets[set_of(hash)];
             let i = way.unwrap_or(WAYS - 1);
             set.tags[i] = hash;
             let old = set.ways[i].replace(e);
@@ -376,6 +393,9 @@ pub fn clear_thread_cache() {
     let old: Vec<_> = TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
+            let Some(t) = t.as_mut() else {
+                return Vec::new();
+            };
             let old = t
                 .iter_mut()
                 .flat_map(|s| s.ways.iter_mut().map(Option::take))
