@@ -1121,6 +1121,23 @@ mod tests {
         assert!(!s.read_retry(r2));
     }
 
+    /// The 32-bit counter's contract, as the 64-bit one's: a write section between a
+    /// sample and its check makes the check fail, and a sample taken after it holds.
+    /// (A race test rarely lands a writer between `stat`'s two reads; this states what
+    /// `read_retry` must answer when one does.)
+    #[test]
+    fn seqcount32_retries_after_a_write() {
+        let s = SeqCount32::new();
+        let r = s.read_begin_spin();
+        assert!(!s.read_retry(r));
+        s.write_begin();
+        s.write_end();
+        assert!(s.read_retry(r), "a write came between");
+        let r2 = s.read_begin_spin();
+        assert_eq!(r2, r + 2);
+        assert!(!s.read_retry(r2));
+    }
+
     #[test]
     fn refcount_states() {
         let r = RefCount::new(1);
