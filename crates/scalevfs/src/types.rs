@@ -376,6 +376,28 @@ impl Timespec {
             nsec: d.subsec_nanos(),
         }
     }
+
+    /// The wall clock as of the kernel's last tick (`CLOCK_REALTIME_COARSE`: a read of the
+    /// vDSO's page, no time-stamp counter), at most one tick (1 to 10 ms) behind
+    /// [`Timespec::now`]: for decisions a tick cannot change, such as whether atime is a
+    /// day old. [`Timespec::now`] where the coarse clock is missing (or under Miri).
+    pub(crate) fn now_coarse() -> Timespec {
+        #[cfg(not(miri))]
+        {
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `t` is a valid, writable `timespec`, and the clock id a constant.
+            if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut t) } == 0 {
+                return Timespec {
+                    sec: t.tv_sec,
+                    nsec: t.tv_nsec as u32,
+                };
+            }
+        }
+        Timespec::now()
+    }
 }
 
 /// One timestamp argument of `utimensat`.

@@ -474,9 +474,7 @@ impl Process {
                     let data = d.read();
                     data.read(buf, off, f.inode.size())
                 };
-                if !f.flags.contains(OFlags::NOATIME) {
-                    f.inode.read_accessed(now());
-                }
+                Self::read_accessed(f);
                 Ok(n)
             }
             crate::inode::Contents::Stored(_) => {
@@ -489,12 +487,20 @@ impl Process {
                     }
                 };
                 // The engine's times are the ones callers see (see `write_stored`).
-                if !f.flags.contains(OFlags::NOATIME) {
-                    f.inode.read_accessed(now());
-                }
+                Self::read_accessed(f);
                 Ok(n)
             }
             _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// atime after a read of `f`, as `relatime` has it. Whether it is due is decided on the
+    /// coarse clock (a tick cannot change whether atime is a day old), so a read that
+    /// changes nothing reads no time-stamp counter; the time stored is the precise one.
+    #[inline]
+    fn read_accessed(f: &OpenFile) {
+        if !f.flags.contains(OFlags::NOATIME) && f.inode.atime_due(Timespec::now_coarse()) {
+            f.inode.read_accessed(now());
         }
     }
 
