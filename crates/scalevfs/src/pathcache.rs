@@ -48,7 +48,8 @@
 //! dereferenced), and everything it dereferences (the dentry's counter, the inode) is
 //! kept by the entry, which only its own thread can drop. An entry's inode is at most
 //! the memory of one inode kept past its unlink until the entry is replaced: its
-//! contents go with their last hold as before (`Inode::holds`); the mounts are keyed by their ids, never reused in a namespace.
+//! contents go with their last hold as before (`Inode::holds`). The mounts are keyed by
+//! their ids, never reused in a namespace.
 //! The root needs no reference: a process's root is always its namespace's root dentry
 //! (there is no `chroot`), which lives as long as the namespace, and the namespace's id
 //! (never reused) is in the key. Nor does an absolute path's start, which is the root. So
