@@ -10,6 +10,12 @@
 # - -Zmiri-ignore-leaks: crossbeam-epoch's global collector and its per-thread handles are
 #   never freed at exit, by design.
 # - -Zmiri-disable-isolation: the engine reads the real-time clock for timestamps.
+#
+# Tests whose threads must sleep on a parking_lot lock or condition variable (the inode
+# cache's and the directory loads' waiters) are ignored under Miri: the nightly of
+# 2026-10-29 checks the types of variadic arguments, and parking_lot_core 0.9's futex call
+# passes `&AtomicI32` where the system call's prototype has `*mut u32`, which it reports as
+# undefined behaviour in that dependency. They run in every other test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
