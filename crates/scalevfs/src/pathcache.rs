@@ -131,6 +131,20 @@ impl Set {
         })
     }
 
+    /// [`Set::find`], if the entry was made at these counts (`gen`, `mount_seq`).
+    #[inline(always)]
+    fn current(
+        &self,
+        hash: u64,
+        key: &Key,
+        path: &[u8],
+        gen: u64,
+        mount_seq: u64,
+    ) -> Option<(usize, &Entry)> {
+        self.find(hash, key, path)
+            .filter(|(_, e)| e.gen == gen && e.mount_seq == mount_seq)
+    }
+
     /// Moves way `i` to the front (most recently used).
     /// (Swaps, not `rotate_right`: over at most three steps, the generic rotation's
     /// `memmove` costs more than the moves.)
@@ -214,10 +228,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
         .try_with(|t| {
             let mut t = t.borrow_mut();
             let set = &mut t.as_mut()?[set_of(hash)];
-            let (i, e) = set.find(hash, key, path)?;
-            if e.gen != gen || e.mount_seq != mount_seq {
-                return None;
-            }
+            let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
             let hit = Hit {
                 mnt_idx: e.mnt_idx,
                 d: e.d.ptr().as_ptr(),
@@ -254,10 +265,7 @@ pub(crate) fn read_hit<R>(
         .try_with(|t| {
             let mut t = t.borrow_mut();
             let set = &mut t.as_mut()?[set_of(hash)];
-            let (i, e) = set.find(hash, key, path)?;
-            if e.gen != gen || e.mount_seq != mount_seq {
-                return None;
-            }
+            let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
             let r = f(&e.inode, e.dev, &e.d, e.seq)?;
             if i != 0 {
                 set.promote(i);
