@@ -11,11 +11,9 @@
 #   never freed at exit, by design.
 # - -Zmiri-disable-isolation: the engine reads the real-time clock for timestamps.
 #
-# Tests whose threads must sleep on a parking_lot lock or condition variable (the inode
-# cache's and the directory loads' waiters) are ignored under Miri: the nightly of
-# 2026-10-29 checks the types of variadic arguments, and parking_lot_core 0.9's futex call
-# passes `&AtomicI32` where the system call's prototype has `*mut u32`, which it reports as
-# undefined behaviour in that dependency. They run in every other test run.
+# Under Miri the engine's locks are std's (crates/scalevfs/src/sync.rs, `miri_locks`):
+# parking_lot_core 0.9 sleeps with a futex call whose argument types nightlies since
+# rust-lang/rust#161734 reject as undefined behaviour in that dependency.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! cargo +nightly miri --version >/dev/null 2>&1; then

@@ -1488,9 +1488,9 @@ mod tests {
     //! tree served from a table, with switches to hold, fail or panic a load.
     use super::*;
     use crate::inode::{Contents, FileData};
+    use crate::sync::RwLock;
     use crate::types::mode::*;
     use crate::{Creds, Vfs};
-    use parking_lot::RwLock;
     use std::collections::HashMap;
     use std::sync::atomic::AtomicUsize;
     use std::sync::atomic::Ordering::SeqCst;
@@ -1853,10 +1853,6 @@ mod tests {
     /// while the file system answers: the load checks that the directory's lock is free,
     /// and calls in other directories go on meanwhile.
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "its waiters must sleep, and Miri (nightly 2026-10-29) rejects parking_lot_core's futex call (&AtomicI32 passed for *mut u32) as undefined behaviour"
-    )]
     fn one_loader_per_directory_and_no_lock_held_across_it() {
         let (vfs, probe) = tree();
         let p = vfs.process(Creds::root());

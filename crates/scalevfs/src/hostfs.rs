@@ -143,8 +143,8 @@ use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
 use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
+use crate::sync::Mutex;
 use crate::types::{mode::*, Stat, StatFs, Timespec, XattrFlags};
-use parking_lot::Mutex;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -672,7 +672,7 @@ fn settled_times(st: &Stat) -> Option<(Timespec, Timespec)> {
 const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn unloaded_dir() -> Contents {
-    Contents::Dir(parking_lot::Mutex::new(DirState {
+    Contents::Dir(Mutex::new(DirState {
         unloaded: true,
         ..Default::default()
     }))
@@ -954,7 +954,7 @@ impl FileSystem for HostFs {
             S_IFDIR => {
                 rfs::mkdirat(&*dfd, name, perm).map_err(host)?;
                 // New and empty: complete from the start, nothing to load.
-                Contents::Dir(parking_lot::Mutex::new(DirState::default()))
+                Contents::Dir(Mutex::new(DirState::default()))
             }
             S_IFREG => {
                 let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW;

@@ -620,7 +620,7 @@ enum Lookup<'a, V: Send + Sync + 'static> {
 /// explores every interleaving of the state change and the check).
 /// One wait queue: a lock and a condition variable.
 #[cfg(not(loom))]
-type WaitQueue = (parking_lot::Mutex<()>, parking_lot::Condvar);
+type WaitQueue = (Mutex<()>, crate::sync::Condvar);
 
 pub(crate) struct Waiters {
     #[cfg(not(loom))]
@@ -644,7 +644,7 @@ impl Waiters {
         let (m, cv) = &*self.queues[h & (self.queues.len() - 1)];
         let mut l = m.lock();
         while !done() {
-            cv.wait(&mut l);
+            l = cv.wait(l);
         }
     }
 
@@ -737,10 +737,6 @@ mod tests {
     /// wait queue, which would block (and the loader's wait time out) if either lock were
     /// held across the load.
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "its waiters must sleep, and Miri (nightly 2026-10-29) rejects parking_lot_core's futex call (&AtomicI32 passed for *mut u32) as undefined behaviour"
-    )]
     fn one_loader_per_key_and_no_lock_held_across_the_load() {
         use std::sync::mpsc::channel;
         let c = InodeCache::<u64>::new();
@@ -790,10 +786,6 @@ mod tests {
     /// them loads, instead of sleeping for ever. (Threads are not scoped, so that a
     /// stranded waiter fails the test by its deadline instead of hanging it.)
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "its waiters must sleep, and Miri (nightly 2026-10-29) rejects parking_lot_core's futex call (&AtomicI32 passed for *mut u32) as undefined behaviour"
-    )]
     fn a_panicking_load_does_not_strand_its_waiters() {
         use std::sync::Arc;
         let c = Arc::new(InodeCache::<u64>::new());
@@ -836,10 +828,6 @@ mod tests {
     /// Loads that fail while others wait: every waiter looks again, one loads, and nobody
     /// gets an object from a failed load.
     #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "its waiters must sleep, and Miri (nightly 2026-10-29) rejects parking_lot_core's futex call (&AtomicI32 passed for *mut u32) as undefined behaviour"
-    )]
     fn waiters_of_a_failed_load_load_again() {
         let c = InodeCache::<u64>::new();
         let attempts = StdAtomicUsize::new(0);

@@ -63,8 +63,85 @@ pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize,
 };
 
+// The locks loom does not model (a file's bytes, hostfs's tables, per-user counts) are
+// `PlainMutex` and `RwLock`: parking_lot's, or std's under Miri (`miri_locks`). Under loom,
+// `Mutex` is loom's (below); otherwise it is `PlainMutex`.
 #[cfg(not(loom))]
-pub(crate) use parking_lot::{Mutex, MutexGuard};
+pub(crate) use PlainMutex as Mutex;
+
+#[cfg(all(not(loom), not(miri)))]
+pub(crate) use parking_lot::MutexGuard;
+
+#[cfg(all(not(loom), miri))]
+pub(crate) use miri_locks::MutexGuard;
+
+#[cfg(not(miri))]
+pub(crate) use parking_lot::{Mutex as PlainMutex, RwLock};
+
+#[cfg(miri)]
+pub(crate) use miri_locks::{Mutex as PlainMutex, RwLock};
+
+/// Under Miri the engine's locks are std's, behind parking_lot's interface (no poisoning:
+/// a panic while locked leaves the data as it was, which is what parking_lot does).
+///
+/// parking_lot_core 0.9 sleeps with `syscall(SYS_futex, &AtomicI32, ...)`; Miri since
+/// rust-lang/rust#161734 checks the types of variadic arguments and rejects that call (the
+/// prototype has `*mut u32`), so a test whose thread parks on a parking_lot lock fails under
+/// Miri whatever the engine does. std's futex calls pass the right types. The engine's own
+/// protocols are the same on either lock; what Miri checks is the engine's unsafe code.
+#[cfg(miri)]
+mod miri_locks {
+    use std::sync::PoisonError;
+
+    /// std's mutex with parking_lot's interface.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T: ?Sized>(std::sync::Mutex<T>);
+
+    pub(crate) type MutexGuard<'a, T> = std::sync::MutexGuard<'a, T>;
+
+    impl<T> Mutex<T> {
+        pub(crate) const fn new(v: T) -> Mutex<T> {
+            Mutex(std::sync::Mutex::new(v))
+        }
+    }
+
+    impl<T: ?Sized> Mutex<T> {
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            match self.0.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
+        }
+    }
+
+    /// std's readers-writer lock with parking_lot's interface.
+    #[derive(Debug, Default)]
+    pub(crate) struct RwLock<T: ?Sized>(std::sync::RwLock<T>);
+
+    pub(crate) type RwLockReadGuard<'a, T> = std::sync::RwLockReadGuard<'a, T>;
+    pub(crate) type RwLockWriteGuard<'a, T> = std::sync::RwLockWriteGuard<'a, T>;
+
+    impl<T> RwLock<T> {
+        pub(crate) const fn new(v: T) -> RwLock<T> {
+            RwLock(std::sync::RwLock::new(v))
+        }
+    }
+
+    impl<T: ?Sized> RwLock<T> {
+        pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
+            self.0.read().unwrap_or_else(PoisonError::into_inner)
+        }
+
+        pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
+            self.0.write().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+}
 
 /// A mutex for the protocols the loom models contend on (loom's, under loom; parking_lot's
 /// otherwise), with parking_lot's interface.
@@ -89,14 +166,17 @@ impl<T> Mutex<T> {
 /// interface for both: [`Condvar::wait`] takes the guard and gives it back.
 #[derive(Debug)]
 pub(crate) struct Condvar(
-    #[cfg(not(loom))] parking_lot::Condvar,
+    #[cfg(all(not(loom), not(miri)))] parking_lot::Condvar,
+    #[cfg(all(not(loom), miri))] std::sync::Condvar,
     #[cfg(loom)] loom::sync::Condvar,
 );
 
 impl Default for Condvar {
     fn default() -> Condvar {
-        #[cfg(not(loom))]
+        #[cfg(all(not(loom), not(miri)))]
         return Condvar(parking_lot::Condvar::new());
+        #[cfg(all(not(loom), miri))]
+        return Condvar(std::sync::Condvar::new());
         #[cfg(loom)]
         return Condvar(loom::sync::Condvar::new());
     }
@@ -105,10 +185,19 @@ impl Default for Condvar {
 impl Condvar {
     /// Lets go of `g`'s mutex, sleeps until a [`Condvar::notify_all`] (or spuriously), and
     /// takes the mutex again. The caller checks its condition in a loop.
-    #[cfg(not(loom))]
+    #[cfg(all(not(loom), not(miri)))]
     pub(crate) fn wait<'a, T>(&self, mut g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
         self.0.wait(&mut g);
         g
+    }
+
+    /// Lets go of `g`'s mutex, sleeps until a [`Condvar::notify_all`] (or spuriously), and
+    /// takes the mutex again. The caller checks its condition in a loop.
+    #[cfg(all(not(loom), miri))]
+    pub(crate) fn wait<'a, T>(&self, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        self.0
+            .wait(g)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Lets go of `g`'s mutex, sleeps until a [`Condvar::notify_all`] (or spuriously), and
@@ -700,7 +789,7 @@ pub struct PerUserCounts {
 }
 
 /// Counts of the users whose uids fall in one shard.
-type UserShard = parking_lot::Mutex<std::collections::HashMap<u32, u64>>;
+type UserShard = PlainMutex<std::collections::HashMap<u32, u64>>;
 
 impl PerUserCounts {
     /// Counts at zero, each user allowed `limit`.
