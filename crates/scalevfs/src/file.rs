@@ -16,7 +16,7 @@ use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
 use crate::mount::{Mount, MountRef};
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Mutex};
+use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Mutex, MutexGuard};
 use crate::types::{Fd, OFlags};
 use crate::SendPtr;
 use crossbeam_epoch::{Atomic, Guard, Owned};
@@ -591,24 +591,37 @@ impl FdTable {
         }
     }
 
+    /// The array, for a holder of `alloc`: only a holder of `alloc` replaces it, and a
+    /// replaced array is freed a grace period later, so it is live while `alloc` is held,
+    /// without a guard.
+    fn slots_locked<'a>(&'a self, _alloc: &'a MutexGuard<'_, Alloc>) -> &'a Slots {
+        // SAFETY: see above; the borrow of the guard keeps `alloc` held for `'a`.
+        unsafe {
+            self.slots
+                .load(Acquire, crossbeam_epoch::unprotected())
+                .deref()
+        }
+    }
+
     /// Puts `f` in slot `i`, growing the array if needed; returns what was there. The
-    /// caller holds `alloc`.
-    fn put_locked(&self, i: usize, f: Arc<OpenFile>, g: &Guard) -> *mut OpenFile {
-        let mut cur = self.slots(g);
+    /// caller holds `alloc` (`a`); a pin is taken only to retire the old array when it
+    /// grows, so an open that fits pays none.
+    fn put_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize, f: Arc<OpenFile>) -> *mut OpenFile {
+        let cur = self.slots_locked(a);
         if i >= cur.0.len() {
             let n = (i + 1).next_power_of_two().max(cur.0.len() * 2);
             let new = Slots::with_len(n);
             for (a, b) in cur.0.iter().zip(new.0.iter()) {
                 b.store(a.load(Relaxed), Relaxed);
             }
-            let old = self.slots.swap(Owned::new(new), AcqRel, g);
+            let g = crossbeam_epoch::pin();
+            let old = self.slots.swap(Owned::new(new), AcqRel, &g);
             // SAFETY: unreachable now; readers hold guards. Dropping `Slots` frees the
             // array only; its pointers moved to the new one.
             unsafe { g.defer_destroy(old) };
-            cur = self.slots(g);
         }
         f.slot_added();
-        cur.0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+        self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
     }
 
     /// Takes the description `p` out of service after its slot was cleared, with
@@ -660,16 +673,14 @@ impl FdTable {
 
     /// Installs `f` at the lowest free descriptor.
     pub fn insert(&self, f: Arc<OpenFile>) -> Result<Fd> {
-        let g = crossbeam_epoch::pin();
         let mut a = self.alloc.lock();
-        let bits = &mut a.bits;
-        let i = bits.lowest_free();
+        let i = a.bits.lowest_free();
         if i >= MAX_FDS {
             return Err(Errno::EMFILE);
         }
-        let prev = self.put_locked(i, f, &g);
+        let prev = self.put_locked(&a, i, f);
         debug_assert!(prev.is_null());
-        bits.set(i);
+        a.bits.set(i);
         Ok(Fd(i as i32))
     }
 
@@ -713,7 +724,7 @@ impl FdTable {
         }
         let g = crossbeam_epoch::pin();
         let mut a = self.alloc.lock();
-        let prev = self.put_locked(i, f, &g);
+        let prev = self.put_locked(&a, i, f);
         a.bits.set(i);
         let batch = Self::retire_locked(&mut a, prev);
         drop(a);
@@ -735,7 +746,7 @@ impl FdTable {
                     Arc::increment_strong_count(p);
                     Arc::from_raw(p)
                 };
-                t.put_locked(i, f, &g);
+                t.put_locked(&tbits, i, f);
                 tbits.bits.set(i);
             }
         }

@@ -726,6 +726,15 @@ impl Inode {
             .is_ok()
     }
 
+    /// Whether the inode was evicted (its holds reached zero, which is final). A reader
+    /// that read the contents without a hold of its own (`Process::read_pinned`) checks
+    /// this after it let go of the contents' lock: an eviction whose clearing it saw, it
+    /// sees here (the clearing takes that lock after the last hold went).
+    #[inline]
+    pub(crate) fn evicted(&self) -> bool {
+        self.holds.load(Acquire) == 0
+    }
+
     /// Whether an open description holds the inode (more holds than its links' one; racy:
     /// the cache's sweep reads it with the directory's lock held, which a listing takes
     /// after its description's hold).

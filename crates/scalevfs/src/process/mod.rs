@@ -1028,6 +1028,37 @@ mod tests {
     /// looked up from the new directory, after `set_creds` the new credentials' search
     /// permission decides, and the attributes, an unlink and a new file under the name
     /// all show at once.
+    /// `read` and `pread` of a memfs file run on the description found under their pin,
+    /// with no reference of their own (`read_pinned`). A close of the file's last
+    /// description, the file unlinked, evicts it and clears its bytes meanwhile: the read
+    /// must then answer `EBADF` (the descriptor was closed), never the cleared bytes.
+    #[test]
+    fn a_pinned_read_of_an_evicted_file_is_ebadf() {
+        let p = Vfs::new_memfs().process(Creds::root());
+        p.write_file("/f", &[7u8; 5000]).unwrap();
+        let fd = p.open("/f", OFlags::RDONLY, 0).unwrap();
+        let mut buf = [0u8; 100];
+        assert_eq!(p.pread(fd, &mut buf, 4900), Ok(100));
+        assert_eq!(buf, [7u8; 100]);
+        p.unlink("/f").unwrap();
+        let g = crossbeam_epoch::pin();
+        let f = p.files.get_ref(fd, &g).unwrap();
+        assert_eq!(Process::read_found(f, &mut buf, None), Some(Ok(100)));
+        assert!(!f.inode.evicted());
+        p.close(fd).unwrap();
+        assert!(f.inode.evicted(), "the last close evicts the unlinked file");
+        assert_eq!(
+            Process::read_found(f, &mut buf, Some(0)),
+            Some(Err(Errno::EBADF))
+        );
+        assert_eq!(
+            Process::read_found(f, &mut buf, None),
+            Some(Err(Errno::EBADF))
+        );
+        drop(g);
+        assert_eq!(p.read(fd, &mut buf), Err(Errno::EBADF));
+    }
+
     #[test]
     fn a_guardless_cached_stat_follows_chdir_creds_and_the_file() {
         let p = Vfs::new_memfs().process(Creds::root());

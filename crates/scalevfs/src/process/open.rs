@@ -633,6 +633,9 @@ impl Process {
 
     /// `read(2)`.
     pub fn read(&self, fd: impl Desc, buf: &mut [u8]) -> Result<usize> {
+        if let Some(r) = self.read_pinned(fd, buf, None) {
+            return r;
+        }
         let f = self.io_file(fd, false, None, buf.len())?;
         let mut pos = f.pos.lock();
         let n = Self::read_inode(&f, buf, *pos)?;
@@ -646,8 +649,71 @@ impl Process {
         if off > i64::MAX as u64 {
             return Err(Errno::EINVAL);
         }
+        if let Some(r) = self.read_pinned(fd, buf, Some(off)) {
+            return r;
+        }
         let f = self.io_file(fd, false, Some(off), buf.len())?;
         Self::read_inode(&f, buf, off)
+    }
+
+    /// `read` (`off` is `None`: at the file position, which it advances) or `pread` of a
+    /// file whose bytes the engine keeps (memfs), under one epoch pin and with no
+    /// reference taken: the description found in the slot lives while the pin is held, as
+    /// does its inode. `None` for any other file (hostfs's), whose read may block on the
+    /// host and so runs on a held reference ([`Process::io_file`]), not under a pin.
+    ///
+    /// Without a hold, the inode may be evicted while the bytes are read: a concurrent
+    /// close of its last description, the file unlinked, clears them. The clearing takes
+    /// the contents' lock after the last hold went, so a read that saw it sees the
+    /// eviction afterwards ([`Inode::evicted`](crate::inode::Inode)) and answers `EBADF`,
+    /// as the held path does when its hold fails: the descriptor was closed meanwhile.
+    /// (`buf` may then hold what the read saw, as POSIX allows of a failed read.)
+    /// Checks are in [`Process::io_file`]'s order.
+    #[inline]
+    fn read_pinned(
+        &self,
+        fd: impl Desc,
+        buf: &mut [u8],
+        off: Option<u64>,
+    ) -> Option<Result<usize>> {
+        let g = crossbeam_epoch::pin();
+        match fd.lookup(&self.files, &g) {
+            Ok(f) => Self::read_found(f, buf, off),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Process::read_pinned`] once the description `f` was found: the caller's pin keeps
+    /// `f` alive, and nothing else holds it.
+    #[inline]
+    pub(super) fn read_found(
+        f: &OpenFile,
+        buf: &mut [u8],
+        off: Option<u64>,
+    ) -> Option<Result<usize>> {
+        let crate::inode::Contents::File(d) = &f.inode.contents else {
+            return None;
+        };
+        if f.is_path() || !f.flags.readable() {
+            return Some(Err(Errno::EBADF));
+        }
+        let mut at = off.is_none().then(|| f.pos.lock());
+        let pos = off.unwrap_or_else(|| at.as_deref().copied().unwrap_or(0));
+        if pos > i64::MAX as u64 || (pos as i64).checked_add(buf.len() as i64).is_none() {
+            return Some(Err(Errno::EINVAL));
+        }
+        let n = {
+            let data = d.read();
+            data.read(buf, pos, f.inode.size())
+        };
+        if f.inode.evicted() {
+            return Some(Err(Errno::EBADF));
+        }
+        Self::read_accessed(f);
+        if let Some(p) = at.as_deref_mut() {
+            *p += n as u64;
+        }
+        Some(Ok(n))
     }
 
     /// `write(2)`.
