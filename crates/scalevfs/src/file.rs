@@ -500,7 +500,8 @@ impl FdBits {
 /// with a host descriptor (hostfs) is deferred alone.
 ///
 /// What protects each field outside its lock: `slots` (pointer and entries) is written
-/// only under `alloc` and read under an epoch guard. `alloc`'s bitmap has a number's bit
+/// only under `alloc` and read under an epoch guard, or under `alloc` without one (only a
+/// holder of `alloc` replaces the array). `alloc`'s bitmap has a number's bit
 /// set exactly while its slot is non-null.
 pub struct FdTable {
     /// This table's number: the owner of its process's record locks (`filelock`), never
