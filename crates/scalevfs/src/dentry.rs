@@ -1590,12 +1590,11 @@ mod loom_models {
     /// A rename of `a` to `b` and a create of a new `a` race with a lockless lookup of `a`
     /// (dentry-hash insert and unlink against `lookup_rcu`). A validated answer names `a`
     /// and binds it to the inode that dentry holds: the old dentry with the old inode, or
-    /// the new one with the new.
-    #[test]
-    fn lookup_rcu_vs_move_and_insert() {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(2);
-        b.check(|| {
+    /// the new one with the new. Returns whether any execution broke that.
+    /// `unvalidated` is the broken twin: the reader keeps what it found without checking
+    /// the dentry's sequence count.
+    fn lookup_race(unvalidated: bool) -> bool {
+        violated(move || {
             let t = tree();
             let ib = inode(3, false);
             let w = {
@@ -1612,21 +1611,37 @@ mod loom_models {
                     g.flush();
                 })
             };
+            let mut bad = false;
             {
                 let g = crossbeam_epoch::pin();
                 if let RcuLookup::Found(d, s) = t.h.lookup_rcu(&t.root, &scan(b"a"), &g) {
                     let named_a = d.name.eq(b"a", &g);
                     let i = d.get().inode(&g).map(|i| i.ino);
-                    if !d.seq.read_retry(s) {
-                        assert!(named_a, "a validated lookup of `a` found another name");
+                    if unvalidated || !d.seq.read_retry(s) {
+                        // A validated lookup of `a` that found another name, or the
+                        // wrong inode?
                         let old = d.as_ptr() as usize == t.a;
-                        assert_eq!(i, Some(if old { 2 } else { 3 }), "inode of `a`");
+                        bad |= !named_a || i != Some(if old { 2 } else { 3 });
                     }
                 }
             }
             w.join().unwrap();
             leak(t);
-        });
+            bad
+        })
+    }
+
+    #[test]
+    fn lookup_rcu_vs_move_and_insert() {
+        assert!(!lookup_race(false));
+    }
+
+    #[test]
+    fn an_unvalidated_lookup_fails() {
+        assert!(
+            lookup_race(true),
+            "the model missed a lockless lookup that skips validation"
+        );
     }
 
     /// Runs `f` over every interleaving (preemption bound 2); see `sync::loom_violated`.
@@ -1748,12 +1763,12 @@ mod loom_models {
     /// Revive-then-validate: a lockless reader finds `a`, takes a reference
     /// (`DRef::try_get`), then validates, while `a` is unhashed and its last reference
     /// dropped. A validated reference holds a live dentry; its destruction is decided
-    /// exactly once (the count ends dead), and never while it is held.
-    #[test]
-    fn revive_then_validate() {
-        let mut b = loom::model::Builder::new();
-        b.preemption_bound = Some(3);
-        b.check(|| {
+    /// exactly once (the count ends dead), and never while it is held. Returns whether any
+    /// execution broke that. `validate_then_get` is the broken twin: the reader validates
+    /// first, then adds itself with a plain increment, which can revive a dentry whose
+    /// destruction was decided in between.
+    fn revive_race(validate_then_get: bool) -> bool {
+        crate::sync::loom_violated(3, move || {
             let t = tree();
             // Pinned throughout, so that nothing retired meanwhile is freed: the dentry can
             // be read after its last reference went.
@@ -1769,10 +1784,19 @@ mod loom_models {
                     h.d_drop(a, &mut st);
                 })
             };
+            let mut bad = false;
             let held = match t.h.lookup_rcu(&t.root, &scan(b"a"), &pin) {
+                RcuLookup::Found(d, s) if validate_then_get => {
+                    if !d.seq.read_retry(s) {
+                        d.cold.refs.get();
+                        // Holding a dead dentry? (Never given back: its count is spoiled.)
+                        bad |= d.cold.refs.is_dead();
+                    }
+                    None
+                }
                 RcuLookup::Found(d, s) => match DRef::try_get(d) {
                     Some(r) if !d.seq.read_retry(s) => {
-                        assert!(!r.cold.refs.is_dead(), "holding a dead dentry");
+                        bad |= r.cold.refs.is_dead();
                         Some(r)
                     }
                     _ => None,
@@ -1782,18 +1806,30 @@ mod loom_models {
             w.join().unwrap();
             if let Some(r) = &held {
                 // Unhashed by now, but still ours, and alive.
-                assert_eq!(r.cold.refs.count(), 1);
-                assert!(!r.cold.refs.is_dead(), "destroyed while held");
-                assert_eq!(r.inode_arc(&pin).map(|i| i.ino), Some(2));
+                bad |= r.cold.refs.count() != 1 || r.cold.refs.is_dead();
+                bad |= r.inode_arc(&pin).map(|i| i.ino) != Some(2);
             }
             drop(held);
-            assert!(
-                a.cold.refs.is_dead(),
-                "no one decided to destroy the dentry"
-            );
-            assert_eq!(a.cold.refs.count(), 0);
+            if !validate_then_get {
+                // Destruction decided, exactly once.
+                bad |= !a.cold.refs.is_dead() || a.cold.refs.count() != 0;
+            }
             drop(pin);
             leak(t);
-        });
+            bad
+        })
+    }
+
+    #[test]
+    fn revive_then_validate() {
+        assert!(!revive_race(false));
+    }
+
+    #[test]
+    fn validate_then_get_fails() {
+        assert!(
+            revive_race(true),
+            "the model missed a reader that validates, then revives with a plain increment"
+        );
     }
 }
