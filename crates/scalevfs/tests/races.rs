@@ -264,13 +264,21 @@ fn umount_never_detaches_a_mount_in_use() {
     let p = vfs.process(Creds::root());
     p.mkdir("/m", 0o755).unwrap();
     let holds: Arc<Vec<AtomicU64>> = Arc::new((0..3).map(|_| AtomicU64::new(0)).collect());
+    // The device of the last mount umount detached. Devices are never reused and only
+    // grow, and each mount at /m is detached before the next is made: a holder inside a
+    // device at or below it, checking after it got there, is inside a detached mount.
+    let gone = Arc::new(AtomicU64::new(0));
     let mut ws = vec![mount_churn(p.fork(), "/churn")];
-    let (q, h) = (p.fork(), holds.clone());
+    let (q, h, g) = (p.fork(), holds.clone(), gone.clone());
     ws.push(worker(move |stop| {
         while !stop.load(SeqCst) {
             q.mount("/m", MemFs::new(MemFsOptions::default())).unwrap();
             let dev = q.stat("/m").unwrap().dev;
             ok_or("mkdir", q.mkdir("/m/x", 0o755), &[Errno::EEXIST]);
+            // Lets the holders in before the umount.
+            for _ in 0..20 {
+                std::thread::yield_now();
+            }
             loop {
                 match q.umount("/m") {
                     Ok(()) => break,
@@ -278,15 +286,21 @@ fn umount_never_detaches_a_mount_in_use() {
                     Err(e) => panic!("umount: {e:?}"),
                 }
             }
+            g.store(dev, SeqCst);
             for (i, x) in h.iter().enumerate() {
                 assert_ne!(x.load(SeqCst), dev, "holder {i} is inside a detached mount");
             }
         }
     }));
     for i in 0..3 {
-        let (q, h) = (p.fork(), holds.clone());
+        let (q, h, g) = (p.fork(), holds.clone(), gone.clone());
         ws.push(worker(move |stop| {
             let hold = &h[i];
+            let inside = |dev: u64, what: &str| {
+                hold.store(dev, SeqCst);
+                assert!(g.load(SeqCst) < dev, "{what} inside a detached mount");
+                hold.store(0, SeqCst);
+            };
             let mut n = 0u64;
             while !stop.load(SeqCst) {
                 n += 1;
@@ -294,15 +308,17 @@ fn umount_never_detaches_a_mount_in_use() {
                     0 => {
                         let r = q.open("/m/x", OFlags::RDONLY | OFlags::DIRECTORY, 0);
                         if let Some(fd) = ok_or("open", r, &[Errno::ENOENT]) {
-                            hold.store(q.fstat(fd).unwrap().dev, SeqCst);
-                            hold.store(0, SeqCst);
+                            let dev = q.fstat(fd).unwrap().dev;
+                            std::thread::yield_now();
+                            inside(dev, "a descriptor");
                             q.close(fd).unwrap();
                         }
                     }
                     1 => {
                         if ok_or("chdir", q.chdir("/m/x"), &[Errno::ENOENT]).is_some() {
-                            hold.store(q.stat(".").unwrap().dev, SeqCst);
-                            hold.store(0, SeqCst);
+                            let dev = q.stat(".").unwrap().dev;
+                            std::thread::yield_now();
+                            inside(dev, "a working directory");
                             q.chdir("/").unwrap();
                         }
                     }
