@@ -810,4 +810,80 @@ mod loom_models {
     fn dotdot_child_first_is_caught() {
         assert!(dotdot_model(true));
     }
+
+    /// `/p`: a reader walks `p/c` with the fast lookup while a writer renames `p` to `q` and
+    /// then creates `q/c`. `/p/c` never exists, so finding it is wrong: the lookup found
+    /// the new `c` in `p` after `p` moved, which only the parent's count shows (the child,
+    /// new, never changed). Returns whether some execution found it. With `lookup_fast`'s
+    /// validation of parent and child weakened to "both changed" (a mutant that survived
+    /// the tests), the model finds it (checked by hand).
+    fn stale_parent_model() -> bool {
+        crate::sync::loom_violated(3, || {
+            let fs = MemFs::new(MemFsOptions {
+                hash_buckets: 1,
+                ..Default::default()
+            });
+            let vfs = Vfs::new(fs.clone());
+            let root = fs.root().clone();
+            let rdir = root.inode_arc(&crossbeam_epoch::pin()).unwrap();
+            let t = Timespec::default();
+            let pi = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+            let ci = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+            let p = fs.dcache.d_alloc(
+                root.ptr(),
+                &scan(b"p"),
+                Some(pi.clone()),
+                &mut rdir.dir().unwrap().lock(),
+            );
+            // SAFETY: hashed, and the model's tree outlives the threads.
+            let p = unsafe { crate::dentry::DPtr::new(p) };
+            let keep_p = crate::dentry::DRef::try_get(p).unwrap();
+            let w = {
+                let (fs, root, rdir, pi) = (fs.clone(), root.clone(), rdir.clone(), pi.clone());
+                let p = p.as_ptr() as usize;
+                thread::spawn(move || {
+                    let g = crossbeam_epoch::pin();
+                    // SAFETY: as above.
+                    let p = unsafe {
+                        crate::dentry::DPtr::new(std::ptr::NonNull::new(p as *mut _).unwrap())
+                    };
+                    {
+                        let mut rst = rdir.dir().unwrap().lock();
+                        fs.dcache
+                            .d_move(p, root.ptr(), &scan(b"q"), &mut rst, None, &g);
+                    }
+                    let mut pst = pi.dir().unwrap().lock();
+                    fs.dcache.d_alloc(p, &scan(b"c"), Some(ci), &mut pst);
+                })
+            };
+            let mut found = false;
+            {
+                let g = crossbeam_epoch::pin();
+                let creds = Creds::root();
+                let ctx = Ctx {
+                    vfs: &vfs,
+                    root_mnt: vfs.root_mount(),
+                    root: root.ptr(),
+                    creds: &creds,
+                    creds_id: 0,
+                    guard: &g,
+                };
+                if let Ok(at_root) = Pos::at(vfs.root_mount(), root.ptr(), false, &g) {
+                    if let Ok(at_p) = lookup_fast(&ctx, at_root, &scan(b"p")) {
+                        found = lookup_fast(&ctx, at_p, &scan(b"c")).is_ok();
+                    }
+                }
+            }
+            w.join().unwrap();
+            // Torn down with the execution: nothing more may pin then.
+            std::mem::forget((fs, vfs, root, rdir, pi, keep_p));
+            found
+        })
+    }
+
+    /// A fast lookup validates its parent as well as the child it found.
+    #[test]
+    fn a_fast_lookup_in_a_moved_directory_is_retried() {
+        assert!(!stale_parent_model());
+    }
 }
