@@ -707,6 +707,47 @@ mod loom_models {
     use loom::thread;
     use std::sync::atomic::{AtomicBool as StdBool, Ordering::SeqCst};
 
+    /// A memfs with `/p`, a directory, and a directory inode `ci` not yet linked.
+    struct PTree {
+        fs: Arc<crate::backend::SuperBlock>,
+        root: crate::dentry::DRef,
+        rdir: Arc<crate::inode::Inode>,
+        pi: Arc<crate::inode::Inode>,
+        ci: Arc<crate::inode::Inode>,
+        /// `/p`, hashed; `keep_p` holds a reference on it.
+        p: std::ptr::NonNull<crate::dentry::Dentry>,
+        keep_p: crate::dentry::DRef,
+    }
+
+    fn p_tree() -> PTree {
+        let fs = MemFs::new(MemFsOptions {
+            hash_buckets: 1,
+            ..Default::default()
+        });
+        let root = fs.root().clone();
+        let rdir = root.inode_arc(&crossbeam_epoch::pin()).unwrap();
+        let t = Timespec::default();
+        let pi = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+        let ci = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
+        let p = fs.dcache.d_alloc(
+            root.ptr(),
+            &scan(b"p"),
+            Some(pi.clone()),
+            &mut rdir.dir().unwrap().lock(),
+        );
+        // SAFETY: just hashed; the reference taken keeps it.
+        let keep_p = crate::dentry::DRef::try_get(unsafe { crate::dentry::DPtr::new(p) }).unwrap();
+        PTree {
+            fs,
+            root,
+            rdir,
+            pi,
+            ci,
+            p,
+            keep_p,
+        }
+    }
+
     /// `..`'s step before issue 8: the child validated, then the parent sampled.
     fn parent_step_child_first<'g>(
         pos: Pos<'g>,
@@ -730,25 +771,18 @@ mod loom_models {
         let mut b = loom::model::Builder::new();
         b.preemption_bound = Some(3);
         b.check(move || {
-            let fs = MemFs::new(MemFsOptions {
-                hash_buckets: 1,
-                ..Default::default()
-            });
+            let PTree {
+                fs,
+                root,
+                rdir,
+                pi,
+                ci,
+                p,
+                keep_p,
+            } = p_tree();
             let mnt = Arc::new(Mount::new(1, fs.clone(), fs.root().clone(), None));
-            let root = fs.root().clone();
-            let rdir = root.inode_arc(&crossbeam_epoch::pin()).unwrap();
-            let t = Timespec::default();
-            let pi = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
-            let ci = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
-            let p = fs.dcache.d_alloc(
-                root.ptr(),
-                &scan(b"p"),
-                Some(pi.clone()),
-                &mut rdir.dir().unwrap().lock(),
-            );
             // SAFETY: hashed, and the model's tree outlives the threads.
             let p = unsafe { crate::dentry::DPtr::new(p) };
-            let keep_p = crate::dentry::DRef::try_get(p).unwrap();
             let c = fs
                 .dcache
                 .d_alloc(p, &scan(b"c"), Some(ci), &mut pi.dir().unwrap().lock());
@@ -819,25 +853,18 @@ mod loom_models {
     /// the tests), the model finds it (checked by hand).
     fn stale_parent_model() -> bool {
         crate::sync::loom_violated(3, || {
-            let fs = MemFs::new(MemFsOptions {
-                hash_buckets: 1,
-                ..Default::default()
-            });
+            let PTree {
+                fs,
+                root,
+                rdir,
+                pi,
+                ci,
+                p,
+                keep_p,
+            } = p_tree();
             let vfs = Vfs::new(fs.clone());
-            let root = fs.root().clone();
-            let rdir = root.inode_arc(&crossbeam_epoch::pin()).unwrap();
-            let t = Timespec::default();
-            let pi = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
-            let ci = fs.new_inode(S_IFDIR | 0o755, 0, 0, 0, None, t).unwrap();
-            let p = fs.dcache.d_alloc(
-                root.ptr(),
-                &scan(b"p"),
-                Some(pi.clone()),
-                &mut rdir.dir().unwrap().lock(),
-            );
             // SAFETY: hashed, and the model's tree outlives the threads.
             let p = unsafe { crate::dentry::DPtr::new(p) };
-            let keep_p = crate::dentry::DRef::try_get(p).unwrap();
             let w = {
                 let (fs, root, rdir, pi) = (fs.clone(), root.clone(), rdir.clone(), pi.clone());
                 let p = p.as_ptr() as usize;
