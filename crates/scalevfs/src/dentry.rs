@@ -1788,9 +1788,8 @@ mod loom_models {
             let held = match t.h.lookup_rcu(&t.root, &scan(b"a"), &pin) {
                 RcuLookup::Found(d, s) if validate_then_get => {
                     if !d.seq.read_retry(s) {
-                        d.cold.refs.get();
                         // Holding a dead dentry? (Never given back: its count is spoiled.)
-                        bad |= d.cold.refs.is_dead();
+                        bad |= d.cold.refs.increment_unchecked() & RefCount::DEAD != 0;
                     }
                     None
                 }

@@ -552,6 +552,13 @@ impl RefCount {
         debug_assert!(prev & Self::DEAD == 0, "get on a dead object");
     }
 
+    /// Adds one to the count whatever it holds, and returns what it held: a loom twin's
+    /// broken reviver (`get` would trip its debug assertion on a dead object first).
+    #[cfg(all(test, loom))]
+    pub(crate) fn increment_unchecked(&self) -> u64 {
+        self.0.fetch_add(1, Relaxed)
+    }
+
     /// Adds a holder unless destruction has been decided. The caller found the object under
     /// an epoch guard, so its memory is valid even at count zero.
     #[inline]
