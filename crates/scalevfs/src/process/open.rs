@@ -449,6 +449,17 @@ impl Process {
         len: usize,
     ) -> Result<FileRef> {
         let f = self.file(fd)?;
+        Self::io_mode(&f, write)?;
+        Self::io_range(pos.unwrap_or_else(|| *f.pos.lock()), len)?;
+        if f.inode.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        Ok(f)
+    }
+
+    /// `EBADF` unless `f` was opened for the access (`write` or read), and not `O_PATH`.
+    #[inline]
+    fn io_mode(f: &OpenFile, write: bool) -> Result<()> {
         let allowed = if write {
             f.flags.writable()
         } else {
@@ -457,14 +468,17 @@ impl Process {
         if f.is_path() || !allowed {
             return Err(Errno::EBADF);
         }
-        let pos = pos.unwrap_or_else(|| *f.pos.lock());
+        Ok(())
+    }
+
+    /// `EINVAL` for I/O of `len` bytes at `pos` that would pass `i64::MAX`
+    /// (`rw_verify_area`).
+    #[inline]
+    fn io_range(pos: u64, len: usize) -> Result<()> {
         if pos > i64::MAX as u64 || (pos as i64).checked_add(len as i64).is_none() {
             return Err(Errno::EINVAL);
         }
-        if f.inode.is_dir() {
-            return Err(Errno::EISDIR);
-        }
-        Ok(f)
+        Ok(())
     }
 
     pub(super) fn read_inode(f: &OpenFile, buf: &mut [u8], off: u64) -> Result<usize> {
@@ -694,13 +708,13 @@ impl Process {
         let crate::inode::Contents::File(d) = &f.inode.contents else {
             return None;
         };
-        if f.is_path() || !f.flags.readable() {
-            return Some(Err(Errno::EBADF));
+        if let Err(e) = Self::io_mode(f, false) {
+            return Some(Err(e));
         }
         let mut at = off.is_none().then(|| f.pos.lock());
         let pos = off.unwrap_or_else(|| at.as_deref().copied().unwrap_or(0));
-        if pos > i64::MAX as u64 || (pos as i64).checked_add(buf.len() as i64).is_none() {
-            return Some(Err(Errno::EINVAL));
+        if let Err(e) = Self::io_range(pos, buf.len()) {
+            return Some(Err(e));
         }
         let n = {
             let data = d.read();
