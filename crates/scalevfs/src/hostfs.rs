@@ -466,7 +466,9 @@ impl HostFs {
         if let Some(cap) = self.max_inodes {
             if self.nodes.len() > cap {
                 // Only the node holds the engine's inode: no dentry (a destroyed one gives
-                // its count back only after a grace period), no open file, no caller.
+                // its count back only after a grace period), no open file, no caller. Once
+                // the node is dead nobody can take a share of the inode, so the answer
+                // stays, as `shrink` requires (it asks again after its kill).
                 self.nodes
                     .shrink(cap - cap / 8, |n| Arc::strong_count(&n.inode) == 1);
             }

@@ -2,12 +2,13 @@
 //! (a host directory, later a SQL store), keyed by (file system, inode number), in front
 //! of a backend whose every miss may be a slow round trip (seed 000, carried further).
 //!
-//! Not yet wired in: the call layer still serves memfs only, whose inodes are owned by
-//! its dentries (issue 10 brings the backends that use this cache).
+//! hostfs keeps its objects here (`hostfs::HostFs`); memfs needs no such cache, since
+//! its inodes are owned by its dentries.
 //!
 //! # Mechanism
-//! The key space is split over shards (a power of two, four per CPU); each shard is a
-//! fixed array of hash chains of [`Node`]s, with one mutex for its writers.
+//! The key space is split over shards (a power of two, four per CPU); each shard has a
+//! table of hash chains of [`Node`]s, which grows (see "Growth"), and one mutex for its
+//! writers.
 //! - **Hit:** lock-free. Under an epoch guard the chain is walked with acquire loads, and a
 //!   reference is taken with "get unless zero" ([`Node::try_get`]). No lock, no write but
 //!   the count.
@@ -27,12 +28,40 @@
 //!   evicted or dropped: it waits the eviction out by taking and releasing the shard lock
 //!   (the evictor holds it until the node is unlinked) and looks again, so it never
 //!   returns an evicted object.
-//! - There is no global lock anywhere: a load holds one shard lock twice, briefly.
+//! - **Sweep** ([`InodeCache::shrink`]): a CLOCK hand over shards. A shard's chains are
+//!   searched lock-free for nodes to evict; only a chain that has one is searched again
+//!   under the shard lock, one chain per hold, so a miss waits for one chain's sweep at
+//!   most. The sweep's test of a node (the caller's `unused`: "nothing else holds the
+//!   object") is asked again once the node is dead, since whoever held it until just
+//!   before the CAS may have shared its object; a node that fails the second test is put
+//!   back (its count from 0 to 1, under the lock that lookups that found it dead wait
+//!   for). Loom: `lookup_races_a_sweep`, and `a_holder_shares_the_object_before_a_sweep`
+//!   with its twin that asks once.
+//! - There is no global lock anywhere: a load holds one shard lock, briefly (twice if it
+//!   fails). The counters are striped per thread (`sync::StripedCounter`), so two threads
+//!   that miss in different shards write no common cache line.
+//!
+//! # Growth
+//! A shard's table starts at [`FIRST_CHAINS`] chains (an empty cache costs 2 KiB of
+//! chains on two CPUs) and grows [`GROWTH`]-fold when an insert leaves more than
+//! [`MAX_LOAD`] nodes per chain, under the shard lock, as the dentry hash grows
+//! (`dentry`, "Growth"): each old chain's nodes move one by one, head first, to the heads
+//! of the new table's chains; then the new table is published with a release swap and the
+//! old one goes to the epoch collector. A node only ever points at a node moved before it
+//! (or null), or at the untouched tail of its old chain, so a lock-free walk never meets a
+//! cycle; but one standing on a moved node continues in a chain of the new table and may
+//! miss. So a lock-free miss is never an answer: [`InodeCache::get_or_load`] looks again
+//! under the shard lock before it links a node (it did so already, for racing loaders),
+//! and [`InodeCache::get`] looks again under the lock before it says "absent". Under the
+//! lock the table is the one in use and stable. A loom model races a grow with a `get`,
+//! and fails when `get` trusts a lock-free miss. Tables never shrink.
 //!
 //! # References and reclamation
 //! A node's count is the number of [`Cached`] handles plus one while it is linked in its
-//! chain. The count reaches 0 exactly once: by the evictor's CAS, or by the last put after
-//! a failed load unlinked the node. Whoever takes it to 0 has the node unlinked already and
+//! chain. The count reaches 0 for good exactly once: by the evictor's CAS, or by the last
+//! put after a failed load unlinked the node. (A sweep whose second test fails puts a
+//! node it killed back, from 0 to 1, under the shard lock and before unlinking it: nobody
+//! holds a dead node, so no put can meet it.) Whoever takes it to 0 has the node unlinked already and
 //! hands it to the epoch collector, since lock-free readers may still be walking over it;
 //! its memory (and its value) goes after a grace period. Dropping the cache frees what is
 //! left; a [`Cached`] borrows the cache, so none can outlive it.
@@ -44,8 +73,10 @@
 //! ```
 //!
 //! # What protects each field outside its lock
-//! - `Shard::buckets` and `Node::next`: written only under the shard lock, with release
-//!   stores; read lock-free under an epoch guard with acquire loads.
+//! - `Shard::table`, its chains and `Node::next`: written only under the shard lock,
+//!   with release stores; read lock-free under an epoch guard with acquire loads.
+//! - `Shard::linked`: changed only under the shard lock (relaxed; it only decides grows).
+//! - The counters and `len`: striped, relaxed; sums are not snapshots.
 //! - `Node::refs`: atomic; see "References".
 //! - `Node::state` and `Node::value`: the value is set once by the loader, before it
 //!   stores `LIVE` with release; readers read it only after an acquire load of `LIVE`.
@@ -56,7 +87,7 @@ use std::sync::OnceLock;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, StripedCounter};
 
 /// What names an inode: the file system's id and the inode number within it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -67,12 +98,17 @@ pub struct InodeKey {
     pub ino: u64,
 }
 
-/// Chains per shard.
+/// Chains a shard's table starts with (a power of two): 8 shards of 32 on two CPUs, 2 KiB.
 #[cfg(not(loom))]
-const CHAINS: usize = 64;
-/// Under loom, one chain per shard, so that the models' keys collide.
+const FIRST_CHAINS: usize = 32;
+/// Under loom, one chain per shard, so that the models' keys collide and a third key in a
+/// shard grows its table.
 #[cfg(loom)]
-const CHAINS: usize = 1;
+const FIRST_CHAINS: usize = 1;
+/// A shard's table grows once it holds more nodes than this per chain...
+const MAX_LOAD: usize = 2;
+/// ...to this many times its chains.
+const GROWTH: usize = 4;
 
 const NEW: u8 = 0;
 const LIVE: u8 = 1;
@@ -106,9 +142,31 @@ impl<V> Node<V> {
     }
 }
 
+/// A shard's array of hash chains (a power of two of them).
+struct Table<V> {
+    chains: Box<[Atomic<Node<V>>]>,
+}
+
+impl<V> Table<V> {
+    fn new(n: usize) -> Table<V> {
+        Table {
+            chains: (0..n).map(|_| Atomic::null()).collect(),
+        }
+    }
+
+    /// The chain of a key whose hash is `h` (its high half: the low one picks the shard).
+    fn chain(&self, h: u64) -> &Atomic<Node<V>> {
+        &self.chains[(h >> 32) as usize & (self.chains.len() - 1)]
+    }
+}
+
 struct Shard<V> {
     lock: Mutex<()>,
-    chains: Box<[Atomic<Node<V>>]>,
+    /// Never null; replaced only under the lock that guards the shard (see "Growth").
+    table: Atomic<Table<V>>,
+    /// Nodes linked in the table's chains; changed only under the lock that guards the
+    /// shard, where it decides a grow.
+    linked: AtomicUsize,
 }
 
 /// Counters of what the cache did (racy sums: for statistics and tests).
@@ -121,7 +179,7 @@ pub struct InodeCacheStats {
     /// Lookups that waited for another caller's load.
     pub waits: u64,
     /// Shard-lock acquisitions (a load takes one, a failed load a second, an eviction
-    /// one; a hit none).
+    /// one, a sweep one per chain it evicts from; a hit none).
     pub shard_locks: u64,
     /// Nodes evicted.
     pub evictions: u64,
@@ -130,14 +188,15 @@ pub struct InodeCacheStats {
     pub global_locks: u64,
 }
 
+/// The counters, striped per thread: two threads that miss at once write no common line.
 #[derive(Default)]
 struct Counters {
-    hits: AtomicU64,
-    loads: AtomicU64,
-    waits: AtomicU64,
-    shard_locks: AtomicU64,
-    evictions: AtomicU64,
-    global_locks: AtomicU64,
+    hits: StripedCounter,
+    loads: StripedCounter,
+    waits: StripedCounter,
+    shard_locks: StripedCounter,
+    evictions: StripedCounter,
+    global_locks: StripedCounter,
 }
 
 /// The cache. See the module docs.
@@ -146,7 +205,8 @@ pub struct InodeCache<V: Send + Sync + 'static> {
     waiters: Waiters,
     seed: u64,
     counters: Counters,
-    len: AtomicUsize,
+    /// Nodes not yet dead: linked ones, and failed loads' nodes still held.
+    len: StripedCounter,
     /// The shard a [`InodeCache::shrink`] looks at next (CLOCK's hand, over shards).
     hand: AtomicUsize,
     /// The ablation switch (see [`InodeCache::set_one_lock`]).
@@ -166,6 +226,12 @@ struct Broken {
     no_second_look: bool,
     /// Eviction (by key or by sweep) checks the count, then stores 0 (instead of one CAS).
     evict_check_then_store: bool,
+    /// [`InodeCache::get`] answers "absent" on a lock-free miss, without looking again
+    /// under the shard lock.
+    get_trusts_a_miss: bool,
+    /// [`InodeCache::shrink`] evicts on its first `unused` answer, without asking again
+    /// once the node is dead.
+    no_second_unused: bool,
 }
 
 /// A reference to a cached object: dereferences to it, and keeps it from eviction until
@@ -237,14 +303,15 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                 .map(|_| {
                     CachePadded::new(Shard {
                         lock: Mutex::new(()),
-                        chains: (0..CHAINS).map(|_| Atomic::null()).collect(),
+                        table: Atomic::new(Table::new(FIRST_CHAINS)),
+                        linked: AtomicUsize::new(0),
                     })
                 })
                 .collect(),
             waiters: Waiters::new(n),
             seed: crate::name::name_key(),
             counters: Counters::default(),
-            len: AtomicUsize::new(0),
+            len: StripedCounter::default(),
             hand: AtomicUsize::new(0),
             one_lock: std::sync::atomic::AtomicBool::new(false),
             global: Mutex::new(()),
@@ -260,33 +327,31 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         h ^ (h >> 29)
     }
 
-    fn place(&self, k: InodeKey) -> (&Shard<V>, &Atomic<Node<V>>, usize) {
+    /// The key's shard and hash.
+    fn shard_of(&self, k: InodeKey) -> (&Shard<V>, u64) {
         let h = self.hash(k);
-        let s = &self.shards[h as usize & (self.shards.len() - 1)];
-        let c = &s.chains[(h >> 32) as usize % CHAINS];
-        (s, c, h as usize)
+        (&self.shards[h as usize & (self.shards.len() - 1)], h)
+    }
+
+    /// The shard's table as of now: lock-free, possibly one a grow is emptying (a miss in
+    /// it is no answer); under the lock that guards the shard, the one in use.
+    fn table<'g>(shard: &Shard<V>, g: &'g Guard) -> &'g Table<V> {
+        // SAFETY: the table is never null, and one replaced by a grow is freed only after
+        // a grace period, which `g` holds off.
+        unsafe { shard.table.load(Acquire, g).deref() }
     }
 
     /// The node for `k` in `chain`, if any.
     fn find<'g>(chain: &Atomic<Node<V>>, k: InodeKey, g: &'g Guard) -> Option<&'g Node<V>> {
-        let mut cur = chain.load(Acquire, g);
-        // SAFETY: nodes reachable from a chain under the guard are freed only after a grace
-        // period (they are unlinked before they are handed to the collector).
-        while let Some(n) = unsafe { cur.as_ref() } {
-            if n.key == k {
-                return Some(n);
-            }
-            cur = n.next.load(Acquire, g);
-        }
-        None
+        Self::nodes(chain, g).find(|n| n.key == k)
     }
 
     fn lock_shard<'s>(&'s self, s: &'s Shard<V>) -> crate::sync::MutexGuard<'s, ()> {
         if self.one_lock.load(Relaxed) {
-            self.counters.global_locks.fetch_add(1, Relaxed);
+            self.counters.global_locks.add(1);
             return self.global.lock();
         }
-        self.counters.shard_locks.fetch_add(1, Relaxed);
+        self.counters.shard_locks.add(1);
         s.lock.lock()
     }
 
@@ -301,10 +366,21 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
 
     /// Evicts nodes that nobody holds and that `unused` lets go, shard by shard from where
     /// the last call stopped (a CLOCK hand), until at most `target` nodes remain or every
-    /// shard was looked at once; returns how many went. Each shard is swept under its own
-    /// lock, and a node goes by the same one CAS as in [`InodeCache::evict`], so a reader
-    /// never gets an evicted node. `unused` sees only loaded nodes, under the shard lock.
+    /// shard was looked at once; returns how many went.
+    ///
+    /// Each shard is searched lock-free, chain by chain; only a chain with a node to evict
+    /// is searched again under the shard lock, one chain per hold, so a miss never waits
+    /// for more than one chain's sweep. A node goes by the same one CAS as in
+    /// [`InodeCache::evict`] (so a reader never gets an evicted node), and then `unused`
+    /// is asked again: a caller that held the node before the CAS may have shared its
+    /// object meanwhile (a first answer is only a hint), and a node that is no longer
+    /// unused is put back. So `unused` must be a property that nobody can undo without
+    /// holding the node ("nothing else holds the object"): once the node is dead, its answer
+    /// stays. It sees only loaded nodes, lock-free or under the shard lock. A shard whose
+    /// table grows during its sweep is left for the next call.
     pub fn shrink(&self, target: usize, unused: impl Fn(&V) -> bool) -> usize {
+        let unused =
+            |n: &Node<V>| n.state.load(Acquire) == LIVE && n.value.get().is_some_and(&unused);
         let mut gone = 0;
         for _ in 0..self.shards.len() {
             if self.len() <= target {
@@ -312,34 +388,75 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             }
             let i = self.hand.fetch_add(1, Relaxed) & (self.shards.len() - 1);
             let shard = &self.shards[i];
-            let _l = self.lock_shard(shard);
             let g = epoch::pin();
-            for chain in shard.chains.iter() {
-                let mut cur = chain.load(Acquire, &g);
-                // SAFETY: under the shard lock every node of the chain is linked and
-                // alive; one we unlink is freed only after a grace period.
-                while let Some(n) = unsafe { cur.as_ref() } {
-                    let next = n.next.load(Acquire, &g);
-                    if n.state.load(Acquire) == LIVE
-                        && n.value.get().is_some_and(&unused)
-                        && self.try_kill(n)
-                    {
-                        self.remove(chain, n, &g);
-                        gone += 1;
+            let table = Self::table(shard, &g);
+            for chain in table.chains.iter() {
+                // Only a hint: checked again under the lock.
+                let victim = Self::nodes(chain, &g).any(|n| n.refs.load(Relaxed) == 1 && unused(n));
+                if !victim {
+                    continue;
+                }
+                let _l = self.lock_shard(shard);
+                if !std::ptr::eq(Self::table(shard, &g), table) {
+                    break;
+                }
+                for n in Self::nodes(chain, &g) {
+                    if !(unused(n) && self.try_kill(n)) {
+                        continue;
                     }
-                    cur = next;
+                    #[cfg(loom)]
+                    let recheck = !self.broken.no_second_unused;
+                    #[cfg(not(loom))]
+                    let recheck = true;
+                    if recheck && !unused(n) {
+                        // Shared by a holder from before the kill: back to the chain's
+                        // reference alone. Lookups that found it dead are waiting for this
+                        // lock, and look again.
+                        n.refs.store(1, Release);
+                        continue;
+                    }
+                    self.remove(shard, chain, n, &g);
+                    gone += 1;
+                }
+                drop(_l);
+                if self.len() <= target {
+                    return gone;
                 }
             }
         }
         gone
     }
 
+    /// The nodes of `chain` as they are reached (lock-free: a grow or an eviction may cut
+    /// the walk short; under the shard lock: every node linked in it). Removing the node
+    /// just returned does not stop the walk, whose next link was read before.
+    fn nodes<'g>(chain: &Atomic<Node<V>>, g: &'g Guard) -> impl Iterator<Item = &'g Node<V>> {
+        let mut cur = chain.load(Acquire, g);
+        std::iter::from_fn(move || {
+            // SAFETY: nodes reachable from a chain under the guard are freed only after a
+            // grace period (they are unlinked before they are handed to the collector).
+            let n = unsafe { cur.as_ref() }?;
+            cur = n.next.load(Acquire, g);
+            Some(n)
+        })
+    }
+
     /// The cached object for `k`, if it is cached and loaded (waiting for a load in
-    /// progress); never loads.
+    /// progress); never loads. A lock-free miss is looked at again under the shard lock,
+    /// since a grow moving the shard's chains can hide a node from a lock-free walk.
     pub fn get(&self, k: InodeKey) -> Option<Cached<'_, V>> {
-        match self.lookup(k) {
-            Lookup::Hit(c) => Some(c),
-            Lookup::Absent => None,
+        loop {
+            if let Lookup::Hit(c) = self.lookup(k) {
+                return Some(c);
+            }
+            #[cfg(loom)]
+            if self.broken.get_trusts_a_miss {
+                return None;
+            }
+            let (shard, h) = self.shard_of(k);
+            let _l = self.lock_shard(shard);
+            let g = epoch::pin();
+            Self::find(Self::table(shard, &g).chain(h), k, &g)?;
         }
     }
 
@@ -357,16 +474,19 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             if let Lookup::Hit(c) = self.lookup(k) {
                 return Ok(c);
             }
-            let (shard, chain, h) = self.place(k);
+            let (shard, h) = self.shard_of(k);
             let node = {
                 let _l = self.lock_shard(shard);
                 let g = epoch::pin();
+                let table = Self::table(shard, &g);
+                let chain = table.chain(h);
                 #[cfg(loom)]
                 let look = !self.broken.no_second_look;
                 #[cfg(not(loom))]
                 let look = true;
                 if look && Self::find(chain, k, &g).is_some() {
-                    // Someone linked it after our look: go through the lookup again.
+                    // Someone linked it after our look (or a grow hid it): go through the
+                    // lookup again.
                     continue;
                 }
                 let node = Owned::new(Node {
@@ -380,15 +500,18 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                 node.next.store(chain.load(Relaxed, &g), Relaxed);
                 let node = node.into_shared(&g);
                 chain.store(node, Release);
-                self.len.fetch_add(1, Relaxed);
+                self.len.add(1);
+                if shard.linked.fetch_add(1, Relaxed) + 1 > MAX_LOAD * table.chains.len() {
+                    self.grow(shard, table, &g);
+                }
                 node.as_raw()
             };
-            self.counters.loads.fetch_add(1, Relaxed);
+            self.counters.loads.add(1);
             // If `load` panics, the guard fails the node as it unwinds, so the waiters
             // look again instead of sleeping on a load that will never finish.
             let loading = Loading {
                 mine: Some(Cached { cache: self, node }),
-                h,
+                h: h as usize,
             };
             let load = load.take().expect("a caller loads at most once");
             let r = load();
@@ -400,26 +523,54 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                         unreachable!("only the node's creator sets its value");
                     }
                     n.state.store(LIVE, Release);
-                    self.waiters.wake(h);
+                    self.waiters.wake(h as usize);
                     Ok(mine)
                 }
                 Err(e) => {
-                    self.fail(mine, h);
+                    self.fail(mine, h as usize);
                     Err(e)
                 }
             };
         }
     }
 
+    /// Replaces `shard`'s table, `old`, by one with [`GROWTH`] times its chains (see
+    /// "Growth"). The caller holds the lock that guards the shard.
+    #[cold]
+    fn grow(&self, shard: &Shard<V>, old: &Table<V>, g: &Guard) {
+        let new = Owned::new(Table::new(old.chains.len() * GROWTH)).into_shared(g);
+        // SAFETY: just made, and not yet published.
+        let table = unsafe { new.deref() };
+        for chain in old.chains.iter() {
+            // Each chain moves head first, so the nodes still in it are its tail, untouched.
+            loop {
+                let cur = chain.load(Relaxed, g);
+                // SAFETY: under the shard lock every node of the chain is linked and alive.
+                let Some(n) = (unsafe { cur.as_ref() }) else {
+                    break;
+                };
+                chain.store(n.next.load(Relaxed, g), Release);
+                let to = table.chain(self.hash(n.key));
+                n.next.store(to.load(Relaxed, g), Release);
+                to.store(cur, Release);
+            }
+        }
+        let old = shard.table.swap(new, Release, g);
+        // SAFETY: unpublished now; lock-free readers that loaded it are inside a guard, and
+        // its chains own no node (dropping a `Table` frees only its array).
+        unsafe { g.defer_destroy(old) };
+    }
+
     /// Unlinks a node whose load failed, wakes its waiters and drops the loader's
     /// reference (and, with it or the waiters' last one, the node).
     fn fail(&self, mine: Cached<'_, V>, h: usize) {
         let n = mine.node();
-        let (shard, chain, _) = self.place(n.key);
+        let (shard, hash) = self.shard_of(n.key);
         {
             let _l = self.lock_shard(shard);
             let g = epoch::pin();
-            Self::unlink(chain, mine.node, &g);
+            Self::unlink(Self::table(shard, &g).chain(hash), mine.node, &g);
+            shard.linked.fetch_sub(1, Relaxed);
             n.state.store(FAILED, Release);
         }
         self.waiters.wake(h);
@@ -447,10 +598,10 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     }
 
     fn lookup(&self, k: InodeKey) -> Lookup<'_, V> {
-        let (shard, chain, h) = self.place(k);
+        let (shard, h) = self.shard_of(k);
         loop {
             let g = epoch::pin();
-            let Some(n) = Self::find(chain, k, &g) else {
+            let Some(n) = Self::find(Self::table(shard, &g).chain(h), k, &g) else {
                 return Lookup::Absent;
             };
             if !n.try_get() {
@@ -467,13 +618,14 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             drop(g);
             match c.node().state.load(Acquire) {
                 LIVE => {
-                    self.counters.hits.fetch_add(1, Relaxed);
+                    self.counters.hits.add(1);
                     return Lookup::Hit(c);
                 }
                 NEW => {
-                    self.counters.waits.fetch_add(1, Relaxed);
+                    self.counters.waits.add(1);
                     let n = c.node();
-                    self.waiters.wait(h, || n.state.load(Acquire) != NEW);
+                    self.waiters
+                        .wait(h as usize, || n.state.load(Acquire) != NEW);
                     if n.state.load(Acquire) == LIVE {
                         return Lookup::Hit(c);
                     }
@@ -487,16 +639,17 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     /// Evicts `k` if it is cached and nobody holds it; returns whether it did. A load in
     /// progress is held by its loader, so it is never evicted.
     pub fn evict(&self, k: InodeKey) -> bool {
-        let (shard, chain, _) = self.place(k);
+        let (shard, h) = self.shard_of(k);
         let _l = self.lock_shard(shard);
         let g = epoch::pin();
+        let chain = Self::table(shard, &g).chain(h);
         let Some(n) = Self::find(chain, k, &g) else {
             return false;
         };
         if !self.try_kill(n) {
             return false;
         }
-        self.remove(chain, n, &g);
+        self.remove(shard, chain, n, &g);
         true
     }
 
@@ -516,13 +669,14 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         n.refs.compare_exchange(1, 0, AcqRel, Relaxed).is_ok()
     }
 
-    /// Unlinks `n`, killed by [`InodeCache::try_kill`] under `chain`'s shard lock, and
-    /// frees it after a grace period.
-    fn remove(&self, chain: &Atomic<Node<V>>, n: &Node<V>, g: &Guard) {
+    /// Unlinks `n`, killed by [`InodeCache::try_kill`] under `shard`'s lock, from `chain`,
+    /// and frees it after a grace period.
+    fn remove(&self, shard: &Shard<V>, chain: &Atomic<Node<V>>, n: &Node<V>, g: &Guard) {
         let p = n as *const Node<V>;
         Self::unlink(chain, p, g);
-        self.len.fetch_sub(1, Relaxed);
-        self.counters.evictions.fetch_add(1, Relaxed);
+        shard.linked.fetch_sub(1, Relaxed);
+        self.len.add(-1);
+        self.counters.evictions.add(1);
         // SAFETY: the node is unlinked and its count is 0, so nobody can reach it again but
         // readers already inside a guard; the collector frees it after they leave.
         unsafe { g.defer_destroy(Shared::from(p)) };
@@ -536,7 +690,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         if n.refs.fetch_sub(1, Release) == 1 {
             std::sync::atomic::fence(Acquire);
             let g = epoch::pin();
-            self.len.fetch_sub(1, Relaxed);
+            self.len.add(-1);
             // SAFETY: the count reached 0 with the node unlinked (a linked node holds the
             // chain's reference), so only readers inside a guard can still reach it.
             unsafe { g.defer_destroy(Shared::from(node)) };
@@ -545,7 +699,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
 
     /// Nodes in the cache, loads in progress included (racy).
     pub fn len(&self) -> usize {
-        self.len.load(Relaxed)
+        self.len.sum().max(0) as usize
     }
 
     /// Whether the cache holds no node (racy).
@@ -553,26 +707,41 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         self.len() == 0
     }
 
+    /// The chains of every shard's table, summed (for the tests of growth).
+    #[cfg(test)]
+    fn chains(&self) -> usize {
+        let g = epoch::pin();
+        self.shards
+            .iter()
+            .map(|s| Self::table(s, &g).chains.len())
+            .sum()
+    }
+
     /// What the cache did so far.
     pub fn stats(&self) -> InodeCacheStats {
         let c = &self.counters;
+        let n = |c: &StripedCounter| c.sum().max(0) as u64;
         InodeCacheStats {
-            hits: c.hits.load(Relaxed),
-            loads: c.loads.load(Relaxed),
-            waits: c.waits.load(Relaxed),
-            shard_locks: c.shard_locks.load(Relaxed),
-            evictions: c.evictions.load(Relaxed),
-            global_locks: c.global_locks.load(Relaxed),
+            hits: n(&c.hits),
+            loads: n(&c.loads),
+            waits: n(&c.waits),
+            shard_locks: n(&c.shard_locks),
+            evictions: n(&c.evictions),
+            global_locks: n(&c.global_locks),
         }
     }
 }
 
 impl<V: Send + Sync + 'static> Drop for InodeCache<V> {
     fn drop(&mut self) {
-        // No `Cached` is alive (each borrows the cache), and no reader: free every node.
+        // No `Cached` is alive (each borrows the cache), and no reader: free every node,
+        // and every shard's table.
         let g = epoch::pin();
         for s in self.shards.iter() {
-            for c in s.chains.iter() {
+            let table = s.table.swap(Shared::null(), Relaxed, &g);
+            // SAFETY: `&mut self`: nobody else can reach the table; it was never null.
+            let table = unsafe { table.into_owned() };
+            for c in table.chains.iter() {
                 let mut cur = c.swap(Shared::null(), Relaxed, &g);
                 while !cur.is_null() {
                     // SAFETY: `&mut self`: nobody else can reach the nodes, and each is
@@ -748,10 +917,11 @@ mod tests {
             std::sync::Mutex::new(in_load_tx),
             std::sync::Mutex::new(done),
         );
-        let (shard5, _, h5) = c.place(key(5));
+        let (shard5, h5) = c.shard_of(key(5));
+        let h5 = h5 as usize;
         let same_shard = (100..)
             .map(key)
-            .find(|&k| std::ptr::eq(c.place(k).0, shard5))
+            .find(|&k| std::ptr::eq(c.shard_of(k).0, shard5))
             .unwrap();
         std::thread::scope(|s| {
             let mut ts = Vec::new();
@@ -780,6 +950,81 @@ mod tests {
             }
         });
         assert_eq!(loads.load(SeqCst), 1);
+    }
+
+    /// Tables grow with what they hold: a hundred thousand keys leave at most
+    /// [`MAX_LOAD`] nodes per chain (no shard keeps its first table), every key is found
+    /// again, and sweeping them all leaves the tables grown but empty.
+    #[test]
+    fn tables_grow_and_every_key_stays_found() {
+        let c = InodeCache::<u64>::new();
+        let first = c.chains();
+        let n = if cfg!(miri) { 2_000 } else { 100_000 };
+        for i in 0..n {
+            drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
+        }
+        assert_eq!(c.len(), n as usize);
+        assert!(c.chains() > first, "{} chains, as at first", c.chains());
+        assert!(
+            c.chains() * MAX_LOAD >= n as usize,
+            "{} chains for {n} nodes",
+            c.chains()
+        );
+        let locks = c.stats().shard_locks;
+        for i in 0..n {
+            assert_eq!(c.get(key(i)).map(|v| *v), Some(i), "key {i}");
+        }
+        assert_eq!(c.stats().shard_locks, locks, "hits take no lock");
+        assert!(c.get(key(n)).is_none());
+        assert_eq!(c.shrink(0, |_| true), n as usize);
+        assert!(c.is_empty());
+        assert_eq!(c.stats().evictions, n);
+    }
+
+    /// Lookups racing the grows of the tables they read: no key cached before is ever
+    /// reported absent by `get`, and no racing load is made twice.
+    #[test]
+    fn gets_race_grows() {
+        let c = InodeCache::<u64>::new();
+        let old = if cfg!(miri) { 50 } else { 1_000 };
+        for i in 0..old {
+            drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
+        }
+        let n = if cfg!(miri) { 500 } else { 200_000 };
+        let loads = StdAtomicUsize::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for i in old..n {
+                    drop(
+                        c.get_or_load(key(i), || {
+                            loads.fetch_add(1, SeqCst);
+                            Ok::<_, ()>(i)
+                        })
+                        .unwrap(),
+                    );
+                }
+            });
+            s.spawn(|| {
+                for i in old..n {
+                    drop(
+                        c.get_or_load(key(i), || {
+                            loads.fetch_add(1, SeqCst);
+                            Ok::<_, ()>(i)
+                        })
+                        .unwrap(),
+                    );
+                }
+            });
+            for round in 0.. {
+                for i in 0..old {
+                    assert_eq!(c.get(key(i)).map(|v| *v), Some(i), "round {round}");
+                }
+                if c.len() >= n as usize {
+                    break;
+                }
+            }
+        });
+        assert_eq!(loads.load(SeqCst), (n - old) as usize);
     }
 
     /// A load that panics fails its node as it unwinds: the waiters look again and one of
@@ -1059,6 +1304,84 @@ mod loom_models {
     fn a_sweep_without_cas_fails() {
         assert!(lookup_vs_shrink(Broken {
             evict_check_then_store: true,
+            ..Broken::default()
+        }));
+    }
+
+    /// `get` of a cached key races the load whose insert grows its shard's table (under
+    /// loom a shard starts with one chain, so the third key of a shard grows it): violated
+    /// if `get` says the key is absent, or the table did not grow.
+    fn get_vs_grow(broken: Broken) -> bool {
+        violated(move || {
+            let c = cache(broken);
+            let shard = c.shard_of(key(1)).0;
+            let mut same = (2..)
+                .map(key)
+                .filter(|&k| std::ptr::eq(c.shard_of(k).0, shard));
+            let (k2, k3) = (same.next().unwrap(), same.next().unwrap());
+            drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
+            drop(c.get_or_load(k2, || Ok::<_, ()>(2)).unwrap());
+            let before = c.chains();
+            let t = {
+                let c = c.clone();
+                thread::spawn(move || drop(c.get_or_load(k3, || Ok::<_, ()>(3)).unwrap()))
+            };
+            let found = c.get(key(1)).map(|v| *v);
+            t.join().unwrap();
+            let grew = c.chains() > before;
+            std::mem::forget(Arc::try_unwrap(c).ok());
+            found != Some(1) || !grew
+        })
+    }
+
+    #[test]
+    fn a_get_races_a_grow() {
+        assert!(!get_vs_grow(Broken::default()));
+    }
+
+    /// Twin: a `get` that trusts its lock-free miss can walk off a moved node into the new
+    /// table and report a cached key absent.
+    #[test]
+    fn a_get_trusting_a_miss_fails_under_a_grow() {
+        assert!(get_vs_grow(Broken {
+            get_trusts_a_miss: true,
+            ..Broken::default()
+        }));
+    }
+
+    /// A holder shares the object (here: sets `shared`) while a sweep decides: violated if
+    /// the sweep evicted the node after the object was shared. The sweep's test is "not
+    /// shared", as hostfs's is "nobody else holds the engine inode".
+    fn shrink_vs_sharing(broken: Broken) -> bool {
+        violated(move || {
+            let c = cache(broken);
+            drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
+            let shared = Arc::new(LAtomicUsize::new(0));
+            let t = {
+                let (c, shared) = (c.clone(), shared.clone());
+                thread::spawn(move || c.shrink(0, |_| shared.load(SeqCst) == 0))
+            };
+            if let Some(h) = c.get(key(1)) {
+                shared.store(1, SeqCst);
+                drop(h);
+            }
+            let evicted = t.join().unwrap() == 1;
+            std::mem::forget(Arc::try_unwrap(c).ok());
+            evicted && shared.load(SeqCst) == 1
+        })
+    }
+
+    #[test]
+    fn a_holder_shares_the_object_before_a_sweep() {
+        assert!(!shrink_vs_sharing(Broken::default()));
+    }
+
+    /// Twin: a sweep that evicts on its first answer can decide before the holder gets the
+    /// node, and kill it after the holder shared the object and let go.
+    #[test]
+    fn a_sweep_asking_once_evicts_a_shared_object() {
+        assert!(shrink_vs_sharing(Broken {
+            no_second_unused: true,
             ..Broken::default()
         }));
     }
