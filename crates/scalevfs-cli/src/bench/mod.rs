@@ -420,32 +420,27 @@ pub fn run(args: Args) -> Result<(), Error> {
                     return Err(format!("{}: {} builds different cases", w.id(), sys.name()).into());
                 }
             }
-            // Peers that failed on this case sit out its other thread counts.
-            let mut failed: Vec<(System, Error)> = Vec::new();
-            for &threads in &plan.threads {
-                progress.set_message(format!("{} {} x{threads}", w.id(), case.variant));
-                let cases: Vec<(System, &Case)> = sets
-                    .iter()
-                    .filter(|(s, _)| !failed.iter().any(|(f, _)| f == s))
-                    .map(|(s, c)| (*s, &c[v]))
-                    .collect();
-                let before = failed.len();
-                let rows = measure(&plan, &cpus, w, &cases, threads, &progress, &mut failed)?;
-                for (sys, e) in &failed[before..] {
-                    say(&format!(
-                        "{:<7} {:<16} {:>11}  {:<8}  failed: {e}",
-                        w.id(),
-                        case.variant,
-                        threads,
-                        sys.name()
-                    ));
-                    notes.push(format!(
-                        "{} {} at {threads} threads: {} failed: {e}",
-                        w.id(),
-                        case.variant,
-                        sys.name()
-                    ));
-                }
+            // A peer that fails on this case sits out the rest of it, at every thread count.
+            let mut failed: Vec<(System, usize, Error)> = Vec::new();
+            let cases: Vec<(System, &Case)> = sets.iter().map(|(s, c)| (*s, &c[v])).collect();
+            progress.set_message(format!("{} {}", w.id(), case.variant));
+            let measured = measure(&plan, &cpus, w, &cases, &progress, &mut failed)?;
+            for (sys, threads, e) in &failed {
+                say(&format!(
+                    "{:<7} {:<16} {:>11}  {:<8}  failed: {e}",
+                    w.id(),
+                    case.variant,
+                    threads,
+                    sys.name()
+                ));
+                notes.push(format!(
+                    "{} {} at {threads} threads: {} failed: {e}",
+                    w.id(),
+                    case.variant,
+                    sys.name()
+                ));
+            }
+            for rows in measured {
                 for row in rows {
                     let one_thread = |sys: System| {
                         figures
@@ -463,17 +458,19 @@ pub fn run(args: Args) -> Result<(), Error> {
                     }
                     figures.extend(row);
                 }
-                // What the systems' caches counted, cumulative from the set-up on (W5).
-                for (sys, c) in &cases {
-                    if let Some(line) = c.counters.as_ref().and_then(|f| f()) {
-                        say(&format!(
-                            "{:<7} {:<16} {:>11}  {:<8}  {line}",
-                            w.id(),
-                            case.variant,
-                            threads,
-                            sys.name()
-                        ));
-                    }
+            }
+            // What the systems' caches counted, cumulative from the set-up on, over every
+            // thread count (W5).
+            let threads: Vec<String> = plan.threads.iter().map(|t| t.to_string()).collect();
+            for (sys, c) in &cases {
+                if let Some(line) = c.counters.as_ref().and_then(|f| f()) {
+                    say(&format!(
+                        "{:<7} {:<16} {:>11}  {:<8}  {line}",
+                        w.id(),
+                        case.variant,
+                        threads.join(","),
+                        sys.name()
+                    ));
                 }
             }
         }
@@ -510,31 +507,37 @@ pub fn run(args: Args) -> Result<(), Error> {
     Ok(())
 }
 
-/// Measures one case on every system at `threads` threads, side by side. Returns one group of
-/// figures (a row per system) for each of the case's figure variants.
+/// Measures one case on every system at every thread count of the plan, side by side:
+/// each round runs every (thread count, system) pair once, in an order that reverses from
+/// one round to the next, so that a drift of the machine's speed during the measurement
+/// weighs on every pair alike, and on the scaling (one figure over another measured a
+/// moment apart) as little as on the ratios between systems. Returns, for each thread
+/// count in the plan's order, one group of figures (a row per system) for each of the
+/// case's figure variants.
 ///
 /// A peer that fails (both peers have known bugs under concurrency) is dropped from the case
-/// and its error returned in `failed`; a failure of any other system is the benchmark's error.
+/// at every thread count, and its error returned in `failed` with the thread count it failed
+/// at; a failure of any other system is the benchmark's error.
 fn measure(
     plan: &Plan,
     cpus: &Cpus,
     w: Workload,
     cases: &[(System, &Case)],
-    threads: usize,
     progress: &ProgressBar,
-    failed: &mut Vec<(System, Error)>,
-) -> Result<Vec<Vec<Figure>>, Error> {
+    failed: &mut Vec<(System, usize, Error)>,
+) -> Result<Vec<Vec<Vec<Figure>>>, Error> {
+    let threads = &plan.threads;
     let mut alive = vec![true; cases.len()];
-    // samples[system][run][figure variant]
-    let mut samples = vec![Vec::with_capacity(plan.runs); cases.len()];
-    let mut run = |i: usize, duration: Duration, keep: bool| -> Result<(), Error> {
+    // samples[thread count][system][run][figure variant]
+    let mut samples = vec![vec![Vec::with_capacity(plan.runs); cases.len()]; threads.len()];
+    let mut run = |t: usize, i: usize, duration: Duration, keep: bool| -> Result<(), Error> {
         if alive[i] {
-            match runner::run_once(cases[i].1, threads, duration, cpus) {
-                Ok(rates) if keep => samples[i].push(rates),
+            match runner::run_once(cases[i].1, threads[t], duration, cpus) {
+                Ok(rates) if keep => samples[t][i].push(rates),
                 Ok(_) => {}
                 Err(e) if cases[i].0.is_peer() => {
                     alive[i] = false;
-                    failed.push((cases[i].0, e));
+                    failed.push((cases[i].0, threads[t], e));
                 }
                 Err(e) => return Err(e),
             }
@@ -542,38 +545,44 @@ fn measure(
         progress.inc(1);
         Ok(())
     };
-    for i in 0..cases.len() {
-        run(i, plan.warmup, false)?;
+    let pairs: Vec<(usize, usize)> = (0..threads.len())
+        .flat_map(|t| (0..cases.len()).map(move |i| (t, i)))
+        .collect();
+    for &(t, i) in &pairs {
+        run(t, i, plan.warmup, false)?;
     }
     for r in 0..plan.runs {
-        for k in 0..cases.len() {
-            run(
-                if r % 2 == 0 { k } else { cases.len() - 1 - k },
-                plan.run,
-                true,
-            )?;
+        for k in 0..pairs.len() {
+            let (t, i) = pairs[if r % 2 == 0 { k } else { pairs.len() - 1 - k }];
+            run(t, i, plan.run, true)?;
         }
     }
     let variants = cases[0].1.figure_variants();
-    Ok(variants
+    Ok(threads
         .iter()
-        .enumerate()
-        .map(|(v, variant)| {
-            cases
+        .zip(&samples)
+        .map(|(&threads, samples)| {
+            variants
                 .iter()
-                .zip(&samples)
-                .zip(&alive)
-                .filter(|(_, &alive)| alive)
-                .map(|(((system, _), runs), _)| {
-                    let runs: Vec<f64> = runs.iter().map(|r| r[v]).collect();
-                    Figure {
-                        workload: w,
-                        variant: variant.clone(),
-                        system: *system,
-                        threads,
-                        ops: Summary::of(&runs),
-                        runs: runs.len(),
-                    }
+                .enumerate()
+                .map(|(v, variant)| {
+                    cases
+                        .iter()
+                        .zip(samples)
+                        .zip(&alive)
+                        .filter(|(_, &alive)| alive)
+                        .map(|(((system, _), runs), _)| {
+                            let runs: Vec<f64> = runs.iter().map(|r| r[v]).collect();
+                            Figure {
+                                workload: w,
+                                variant: variant.clone(),
+                                system: *system,
+                                threads,
+                                ops: Summary::of(&runs),
+                                runs: runs.len(),
+                            }
+                        })
+                        .collect()
                 })
                 .collect()
         })
