@@ -509,32 +509,39 @@ fn cycle_stat_worker<T: Target>(
     })
 }
 
-/// W5's tree: directories, and files in each.
-pub const W5_COLD_DIRS: usize = 32;
+/// W5's tree: each thread's directories, and the files in each.
+pub const W5_COLD_DIRS: usize = 16;
 pub const W5_COLD_FILES: usize = 1000;
+/// W5's cache cap, in objects: half of one thread's tree, so a quarter of two threads'
+/// (see `Target::for_workload`). Below what a thread walks at any thread count, so every
+/// stat misses.
+pub const W5_COLD_CAP: u64 = (W5_COLD_DIRS * W5_COLD_FILES / 2) as u64;
 
-/// W5 (and its ablation): every thread loops `stat(<top>/dNN/fNNN)` over the tree in order,
-/// thread `i` starting at the `i`-th of `max_threads` equal parts. On scalevfs the target is
-/// hostfs with its caches capped at a quarter of the tree (see `Target::for_workload`): a
-/// thread that reaches a directory whose names were swept loads it again from the host. The
-/// case reports the inode cache's counters after each run (loads, lock acquisitions).
+/// W5 (and its ablation), W4's walk on a cold cache: every thread has a tree of its own,
+/// `<top>/tN/dNN/fNNN`, and loops `stat` over it in order. The threads' calls commute:
+/// no directory is shared but the tree's top. On scalevfs the target is hostfs with its
+/// caches capped at [`W5_COLD_CAP`]: a thread that comes back to a directory finds its
+/// names swept, and loads it again from the host. The case reports the inode cache's
+/// counters after each run (loads, lock acquisitions).
 fn cold_tree<T: Target>(t: &T, top: &str, max_threads: usize) -> Result<Vec<Case>, Error> {
-    let mut paths = Vec::with_capacity(W5_COLD_DIRS * W5_COLD_FILES);
-    for d in 0..W5_COLD_DIRS {
-        mkdir_all(t, &format!("{top}/d{d:02}"))?;
-        for f in 0..W5_COLD_FILES {
-            let rel = format!("{top}/d{d:02}/f{f:03}");
-            t.create_close(&t.path(&rel), 0o644)
-                .map_err(|e| failed("create", &rel, e))?;
-            paths.push(t.path(&rel));
+    let mut trees = Vec::with_capacity(max_threads);
+    for i in 0..max_threads {
+        let mut paths = Vec::with_capacity(W5_COLD_DIRS * W5_COLD_FILES);
+        for d in 0..W5_COLD_DIRS {
+            mkdir_all(t, &format!("{top}/t{i}/d{d:02}"))?;
+            for f in 0..W5_COLD_FILES {
+                let rel = format!("{top}/t{i}/d{d:02}/f{f:03}");
+                t.create_close(&t.path(&rel), 0o644)
+                    .map_err(|e| failed("create", &rel, e))?;
+                paths.push(t.path(&rel));
+            }
         }
+        trees.push(std::sync::Arc::new(paths));
     }
-    let paths = std::sync::Arc::new(paths);
     let counters = t.clone();
     let t = t.clone();
-    let part = paths.len() / max_threads.max(1);
     Ok(vec![Case::new("stat_walk", move |i| {
-        cycle_stat_worker(&t, paths.clone(), i * part)
+        cycle_stat_worker(&t, nth(&trees, i)?, 0)
     })
     .with_counters(move || counters.cache_counters())])
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use scalevfs::{AtFlags, Creds, Fd, HostFs, HostFsOptions, OFlags, Process, Vfs};
 
-use super::super::workloads::{Workload, W5_COLD_DIRS, W5_COLD_FILES};
+use super::super::workloads::{Workload, W5_COLD_CAP};
 
 use super::{Access, Errno, Meta, OpResult, System, Target};
 
@@ -143,14 +143,11 @@ impl Target for Engine {
                 },
                 ..HostFsOptions::default()
             }),
-            Workload::W5 | Workload::W5Lock => {
-                let tree = (W5_COLD_DIRS * W5_COLD_FILES) as u64;
-                Engine::hostfs_with(HostFsOptions {
-                    max_inodes: Some(tree / 4),
-                    one_lock: w == Workload::W5Lock,
-                    ..HostFsOptions::default()
-                })
-            }
+            Workload::W5 | Workload::W5Lock => Engine::hostfs_with(HostFsOptions {
+                max_inodes: Some(W5_COLD_CAP),
+                one_lock: w == Workload::W5Lock,
+                ..HostFsOptions::default()
+            }),
             _ => Ok(self.clone()),
         }
     }
