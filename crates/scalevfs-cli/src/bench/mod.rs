@@ -631,7 +631,7 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
     if systems.engine.is_some() {
         println!(
             "scalevfs: memfs at /, one Process per thread (Process::fork); for W5 and W5-warm, \
-             hostfs over a fresh directory in {} (W5: caches capped at a quarter of its tree)",
+             hostfs over a fresh directory in {} (W5: a tree per thread, caches capped at half of one tree)",
             HostDir::parent().display()
         );
     }
