@@ -47,7 +47,10 @@
 //! creation and by any lookup that finds it clear (so a hot name costs no write, and memfs,
 //! never swept, none at all); the sweep clears set bits and evicts names whose bit was
 //! already clear, over the loaded directories, deepest first, until an eighth of the cap is
-//! free (a second lap if the first only cleared bits). There is no global lock on the
+//! free (a second lap if the first only cleared bits). The sweep finds the directories by
+//! their parents' children, and looks through a directory's children for subdirectories
+//! only when it has some (`DirState::subdirs`, kept by the dentry hash beside `positive`,
+//! and checked against the children in debug builds). There is no global lock on the
 //! lookup path: the sweep takes one directory lock at a time, and a caller that finds a
 //! sweep running goes on without it.
 //! - Only non-directories and negative entries are evicted ([`DHash::d_evict`]: one CAS
@@ -1328,17 +1331,28 @@ impl SuperBlock {
         if st.loading {
             return None;
         }
-        let subdirs = st
-            .children
-            .values()
-            .filter_map(|&p| {
-                // SAFETY: a child is alive while it is in `children`, which we read under
-                // the directory lock; the pointer is the hash's own.
-                let c = unsafe { DPtr::new(p) };
-                c.inode(&guard)?.dir()?;
-                DRef::try_get(c)
-            })
-            .collect();
+        let is_dir = |&&p: &&NonNull<Dentry>| {
+            // SAFETY: a child is alive while it is in `children`, which we read under the
+            // directory lock; the pointer is the hash's own.
+            unsafe { DPtr::new(p) }.is_dir_locked()
+        };
+        debug_assert_eq!(
+            st.children.values().filter(is_dir).count(),
+            st.subdirs as usize,
+            "a directory's count of subdirectories"
+        );
+        // Most directories have none: their children are not looked at (the walk of a
+        // directory's children, for a directory of a thousand files, was most of a sweep).
+        let subdirs = if st.subdirs == 0 {
+            Vec::new()
+        } else {
+            st.children
+                .values()
+                .filter(is_dir)
+                // SAFETY: as above.
+                .filter_map(|&p| DRef::try_get(unsafe { DPtr::new(p) }))
+                .collect()
+        };
         drop(st);
         Some((inode, subdirs))
     }

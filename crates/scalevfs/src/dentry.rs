@@ -261,6 +261,15 @@ impl Dentry {
         unsafe { DPtr::from_raw(self.parent.load(Acquire)) }
     }
 
+    /// Whether the dentry names a directory. The caller holds the parent's lock, under
+    /// which alone the inode pointer changes.
+    pub fn is_dir_locked(&self) -> bool {
+        // SAFETY: the pointer came from `Arc::into_raw` and the dentry owns that count; it
+        // is given up only by `set_inode` (under the parent's lock, which the caller holds)
+        // or by the dentry's destruction, after this call.
+        NonNull::new(self.inode.load(Acquire)).is_some_and(|p| unsafe { p.as_ref() }.is_dir())
+    }
+
     /// Replaces the inode. The caller holds the parent's lock and is inside `seq`'s write
     /// section (or the dentry is not yet published).
     pub fn set_inode(&self, inode: Option<Arc<Inode>>, guard: &Guard) {
@@ -788,6 +797,7 @@ impl DHash {
         parent.cold.refs.get();
         let positive = inode.is_some();
         let cookie = dir.alloc_cookie();
+        let is_dir = inode.as_ref().is_some_and(|i| i.is_dir());
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
             flags: AtomicU32::new(REFERENCED),
@@ -811,6 +821,7 @@ impl DHash {
             if positive {
                 dir.positive += 1;
             }
+            dir.subdirs += u32::from(is_dir);
         };
         if positive {
             effect(publish);
@@ -848,6 +859,7 @@ impl DHash {
         dir: &mut crate::inode::DirState,
         guard: &Guard,
     ) {
+        let is_dir = inode.is_dir();
         effect(|| {
             d.seq.write_begin();
             d.set_inode(Some(inode), guard);
@@ -856,6 +868,7 @@ impl DHash {
         // A new entry gets a fresh cookie, so an open readdir sees it at the end.
         self.recookie(d, dir);
         dir.positive += 1;
+        dir.subdirs += u32::from(is_dir);
     }
 
     fn recookie(&self, d: &Dentry, dir: &mut crate::inode::DirState) {
@@ -872,6 +885,7 @@ impl DHash {
     /// Unlink of a non-directory: the child turns negative in place. The caller holds the
     /// parent's lock.
     pub fn d_delete(&self, d: &Dentry, dir: &mut crate::inode::DirState, guard: &Guard) {
+        dir.subdirs -= u32::from(d.is_dir_locked());
         effect(|| {
             d.seq.write_begin();
             d.set_inode(None, guard);
@@ -893,6 +907,7 @@ impl DHash {
         if !d.inode.load(Relaxed).is_null() {
             dir.positive -= 1;
         }
+        dir.subdirs -= u32::from(d.is_dir_locked());
         // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
         // `d` has its allocation's provenance.
         drop(unsafe { DRef::from_raw(d.p) });
@@ -917,6 +932,7 @@ impl DHash {
         if !d.inode.load(Relaxed).is_null() {
             dir.positive -= 1;
         }
+        dir.subdirs -= u32::from(d.is_dir_locked());
         // We won the dead CAS with the hash's count: no one else destroys it.
         destroy(d.p);
         true
@@ -935,6 +951,7 @@ impl DHash {
         guard: &Guard,
     ) {
         let positive = !d.inode.load(Relaxed).is_null();
+        let is_dir = u32::from(d.is_dir_locked());
         let newp = new_parent.as_ptr();
         effect(|| {
             d.seq.write_begin();
@@ -973,6 +990,7 @@ impl DHash {
         if positive {
             from.positive -= 1;
         }
+        from.subdirs -= is_dir;
         let to = match to {
             Some(t) => t,
             None => from,
@@ -983,6 +1001,7 @@ impl DHash {
         if positive {
             to.positive += 1;
         }
+        to.subdirs += is_dir;
     }
 
     /// Swaps the names of two hashed dentries (`RENAME_EXCHANGE`). Both write sections are
@@ -1030,6 +1049,10 @@ impl DHash {
                 Some(sb) => {
                     sa.children.insert(ca, b.p);
                     sb.children.insert(cb, a.p);
+                    // Each parent now holds the other's entry.
+                    let (da, db) = (u32::from(a.is_dir_locked()), u32::from(b.is_dir_locked()));
+                    sa.subdirs = sa.subdirs - da + db;
+                    sb.subdirs = sb.subdirs - db + da;
                 }
             }
             b.seq.write_end();
@@ -1060,6 +1083,7 @@ impl DHash {
                     st.children.clear();
                     st.dead = true;
                     st.positive = 0;
+                    st.subdirs = 0;
                 }
             }
         }

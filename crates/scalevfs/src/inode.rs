@@ -92,7 +92,11 @@ pub struct DirState {
     /// Set by rmdir: nothing may be created here any more.
     pub dead: bool,
     /// Number of positive children (for emptiness checks).
-    pub positive: u64,
+    pub positive: u32,
+    /// Number of children that are directories (so a sweep looks for subdirectories only
+    /// where there are some; see `backend`, "Bounded caches"). Kept with `positive`, by
+    /// the dentry hash's changes (`dentry`).
+    pub subdirs: u32,
     /// The file system has not told what this directory holds yet: `children` is empty
     /// and means nothing until `SuperBlock::load` fills it (never set by memfs, whose
     /// directories are complete from their creation).
