@@ -141,7 +141,7 @@
 //! goes, it tears its dentry hash down; the dentries wait for an epoch grace period like
 //! any other (see `dentry`).
 
-use crate::dentry::{DHash, DPtr, DRef, Dentry, MOUNTED};
+use crate::dentry::{DHash, DPtr, DRef, Dentry, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::icache::Waiters;
 use crate::inode::{DirState, Inode};
@@ -1001,6 +1001,14 @@ impl SuperBlock {
     #[cold]
     pub(crate) fn load(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
         let m = inode.dir().ok_or(Errno::ENOTDIR)?;
+        // The caller found `d` under a guard, or under a lock it has let go: a change may
+        // have dropped it since (an rmdir, a revalidation that found its name gone) and,
+        // with nobody holding it, killed it. Installed children own a count on their
+        // parent, so it is held while they are installed; a dead one is gone from the
+        // namespace, as a removed directory is.
+        let Some(_held) = DRef::try_get(d) else {
+            return Err(Errno::ENOENT);
+        };
         let key = m as *const Mutex<DirState> as usize >> 6;
         let (revalidate, force) = loop {
             let mut st = m.lock();
@@ -1048,7 +1056,9 @@ impl SuperBlock {
             };
             let mut gone = Vec::new();
             let mut st = m.lock();
-            if let Some(entries) = answer {
+            // A dropped directory gets no new children (each would own a count on it):
+            // what it held is forgotten with it.
+            if let Some(entries) = answer.filter(|_| !dropped(d)) {
                 self.reconcile(d, inode, &mut st, entries, deadline, &mut gone);
             }
             // Removed behind the engine (its entries are all forgotten now): dead, as an
@@ -1073,6 +1083,16 @@ impl SuperBlock {
             None => e,
         })?;
         let mut st = m.lock();
+        if dropped(d) {
+            // Taken out of the namespace while it was listed (its name went on the host):
+            // it gets no children (each would own a count on it), and nothing more can be
+            // made in it, as in a removed directory; a caller standing in it finds it
+            // empty.
+            st.unloaded = false;
+            st.stale = false;
+            st.dead = true;
+            return Ok(());
+        }
         // A directory unloaded by a sweep keeps the children someone held: those names
         // are cached already (and, this process owning the tree, still right). With a TTL
         // they may be stale: the listing is reconciled with them, as a revalidation's is.
@@ -1450,6 +1470,13 @@ impl std::fmt::Debug for SuperBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SuperBlock(dev {:#x})", self.dev)
     }
+}
+
+/// Whether `d` was taken out of the namespace (unhashed: by an rmdir, an eviction, or a
+/// revalidation that found its name gone); a file system root is not in the hash, and
+/// stays.
+fn dropped(d: DPtr<'_>) -> bool {
+    d.flags() & (UNHASHED | ROOT) == UNHASHED
 }
 
 /// The methods a test file system leaves at their simplest: no accounting, no limits, never
