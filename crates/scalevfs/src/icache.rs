@@ -1006,7 +1006,7 @@ mod tests {
     fn tables_grow_and_every_key_stays_found() {
         let c = InodeCache::<u64>::new();
         let first = c.chains();
-        let n = if cfg!(miri) { 2_000 } else { 100_000 };
+        let n = if cfg!(miri) { 600 } else { 100_000 };
         for i in 0..n {
             drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
         }
@@ -1036,7 +1036,7 @@ mod tests {
     #[test]
     fn sweeps_go_on_where_the_last_stopped() {
         let c = InodeCache::<u64>::new();
-        let n = if cfg!(miri) { 1_000 } else { 10_000 };
+        let n = if cfg!(miri) { 400 } else { 10_000 };
         for i in 0..n {
             drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
         }
@@ -1061,11 +1061,11 @@ mod tests {
     #[test]
     fn gets_race_grows() {
         let c = InodeCache::<u64>::new();
-        let old = if cfg!(miri) { 50 } else { 1_000 };
+        let old = if cfg!(miri) { 16 } else { 1_000 };
         for i in 0..old {
             drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
         }
-        let n = if cfg!(miri) { 500 } else { 200_000 };
+        let n = if cfg!(miri) { 600 } else { 200_000 };
         let loads = StdAtomicUsize::new(0);
         std::thread::scope(|s| {
             s.spawn(|| {
