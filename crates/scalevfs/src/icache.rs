@@ -28,12 +28,10 @@
 //!   evicted or dropped: it waits the eviction out by taking and releasing the shard lock
 //!   (the evictor holds it until the node is unlinked) and looks again, so it never
 //!   returns an evicted object.
-//! - **Sweep** ([`InodeCache::shrink`]): a CLOCK hand over every shard's chains, kept
-//!   from one call to the next; a call searches about twice as many nodes as it must
-//!   evict, so a cache whose nodes are mostly in use is not searched whole at every call.
-//!   Chains are searched lock-free for nodes to evict; only a chain that has one is
-//!   searched again under the shard lock, one chain per hold, so a miss waits for one
-//!   chain's sweep at most. The sweep's test of a node (the caller's `unused`: "nothing else holds the
+//! - **Sweep** ([`InodeCache::shrink`]): a CLOCK hand over shards. A shard's chains are
+//!   searched lock-free for nodes to evict; only a chain that has one is searched again
+//!   under the shard lock, one chain per hold, so a miss waits for one chain's sweep at
+//!   most. The sweep's test of a node (the caller's `unused`: "nothing else holds the
 //!   object") is asked again once the node is dead, since whoever held it until just
 //!   before the CAS may have shared its object; a node that fails the second test is put
 //!   back (its count from 0 to 1, under the lock that lookups that found it dead wait
@@ -209,8 +207,7 @@ pub struct InodeCache<V: Send + Sync + 'static> {
     counters: Counters,
     /// Nodes not yet dead: linked ones, and failed loads' nodes still held.
     len: StripedCounter,
-    /// Where [`InodeCache::shrink`] looks next: CLOCK's hand over every shard's chains
-    /// (see `shrink`).
+    /// The shard a [`InodeCache::shrink`] looks at next (CLOCK's hand, over shards).
     hand: AtomicUsize,
     /// The ablation switch (see [`InodeCache::set_one_lock`]).
     one_lock: std::sync::atomic::AtomicBool,
@@ -367,109 +364,65 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         self.one_lock.store(on, Relaxed);
     }
 
-    /// Evicts nodes that nobody holds and that `unused` lets go, until at most `target`
-    /// nodes remain, or it has looked at twice as many nodes as that takes (and 64 more),
-    /// or at every chain once; returns how many went.
+    /// Evicts nodes that nobody holds and that `unused` lets go, shard by shard from where
+    /// the last call stopped (a CLOCK hand), until at most `target` nodes remain or every
+    /// shard was looked at once; returns how many went.
     ///
-    /// The chains are visited from where the last call stopped: a CLOCK hand over every
-    /// shard's chains (position `h` is chain `h >> log2(shards)` of shard `h % shards`, so
-    /// consecutive positions go round the shards). So a node is looked at about once per
-    /// lap of the hand, and a call that cannot reach its target (when most nodes are still
-    /// in use) stops after a bounded search instead of searching the whole cache each time;
-    /// the next call goes on from there. Each chain is searched lock-free; only a chain
-    /// with a node to evict is searched again under its shard's lock, one chain per hold,
-    /// so a miss waits for one chain's sweep at most. A node goes by the same one CAS as
-    /// in [`InodeCache::evict`] (so a reader never gets an evicted node), and then `unused`
+    /// Each shard is searched lock-free, chain by chain; only a chain with a node to evict
+    /// is searched again under the shard lock, one chain per hold, so a miss never waits
+    /// for more than one chain's sweep. A node goes by the same one CAS as in
+    /// [`InodeCache::evict`] (so a reader never gets an evicted node), and then `unused`
     /// is asked again: a caller that held the node before the CAS may have shared its
     /// object meanwhile (a first answer is only a hint), and a node that is no longer
     /// unused is put back. So `unused` must be a property that nobody can undo without
     /// holding the node ("nothing else holds the object"): once the node is dead, its answer
-    /// stays. It sees only loaded nodes, lock-free or under the shard lock. A chain whose
-    /// shard's table grew meanwhile is left for a later call.
+    /// stays. It sees only loaded nodes, lock-free or under the shard lock. A shard whose
+    /// table grows during its sweep is left for the next call.
     pub fn shrink(&self, target: usize, unused: impl Fn(&V) -> bool) -> usize {
         let unused =
             |n: &Node<V>| n.state.load(Acquire) == LIVE && n.value.get().is_some_and(&unused);
-        let len = self.len();
-        if len <= target {
-            return 0;
-        }
-        let budget = 2 * (len - target) + 64;
-        let shard_bits = self.shards.len().trailing_zeros();
-        let mask = self.shards.len() - 1;
-        let mut g = epoch::pin();
-        // A lap: every chain of every shard at least once (each shard gets every
-        // `shards`-th position, so as many as the largest table has chains).
-        let lap = self.shards.len()
-            * self
-                .shards
-                .iter()
-                .map(|s| Self::table(s, &g).chains.len())
-                .max()
-                .unwrap_or(0);
-        let (mut gone, mut looked) = (0, 0);
-        // The hand is read once and stored once: two sweeps at once may search the same
-        // chains, or move the hand back over chains one of them searched, but no position
-        // is passed over unsearched (every stored end closes a range its sweep searched
-        // from a position the hand held).
-        let first = self.hand.load(Relaxed);
-        let mut h = first;
-        while h.wrapping_sub(first) < lap && looked < budget {
-            if h.wrapping_sub(first) % 64 == 63 {
-                g.repin();
+        let mut gone = 0;
+        for _ in 0..self.shards.len() {
+            if self.len() <= target {
+                break;
             }
-            let shard = &self.shards[h & mask];
+            let i = self.hand.fetch_add(1, Relaxed) & (self.shards.len() - 1);
+            let shard = &self.shards[i];
+            let g = epoch::pin();
             let table = Self::table(shard, &g);
-            let chain = &table.chains[(h >> shard_bits) & (table.chains.len() - 1)];
-            h = h.wrapping_add(1);
-            // Only a hint: checked again under the lock.
-            let mut victim = false;
-            for n in Self::nodes(chain, &g) {
-                looked += 1;
-                victim |= n.refs.load(Relaxed) == 1 && unused(n);
-            }
-            if victim {
+            for chain in table.chains.iter() {
+                // Only a hint: checked again under the lock.
+                let victim = Self::nodes(chain, &g).any(|n| n.refs.load(Relaxed) == 1 && unused(n));
+                if !victim {
+                    continue;
+                }
                 let _l = self.lock_shard(shard);
-                if std::ptr::eq(Self::table(shard, &g), table) {
-                    gone += self.sweep_chain(shard, chain, &unused, &g);
+                if !std::ptr::eq(Self::table(shard, &g), table) {
+                    break;
+                }
+                for n in Self::nodes(chain, &g) {
+                    if !(unused(n) && self.try_kill(n)) {
+                        continue;
+                    }
+                    #[cfg(loom)]
+                    let recheck = !self.broken.no_second_unused;
+                    #[cfg(not(loom))]
+                    let recheck = true;
+                    if recheck && !unused(n) {
+                        // Shared by a holder from before the kill: back to the chain's
+                        // reference alone. Lookups that found it dead are waiting for this
+                        // lock, and look again.
+                        n.refs.store(1, Release);
+                        continue;
+                    }
+                    self.remove(shard, chain, n, &g);
+                    gone += 1;
                 }
                 drop(_l);
                 if self.len() <= target {
-                    break;
+                    return gone;
                 }
             }
-        }
-        self.hand.store(h, Relaxed);
-        gone
-    }
-
-    /// Evicts the nodes of `chain` (in `shard`, whose lock the caller holds) that `unused`
-    /// lets go, asking it again after each kill (see [`InodeCache::shrink`]); returns how
-    /// many went.
-    fn sweep_chain(
-        &self,
-        shard: &Shard<V>,
-        chain: &Atomic<Node<V>>,
-        unused: &impl Fn(&Node<V>) -> bool,
-        g: &Guard,
-    ) -> usize {
-        let mut gone = 0;
-        for n in Self::nodes(chain, g) {
-            if !(unused(n) && self.try_kill(n)) {
-                continue;
-            }
-            #[cfg(loom)]
-            let recheck = !self.broken.no_second_unused;
-            #[cfg(not(loom))]
-            let recheck = true;
-            if recheck && !unused(n) {
-                // Shared by a holder from before the kill: back to the chain's reference
-                // alone. Lookups that found it dead are waiting for this lock, and look
-                // again.
-                n.refs.store(1, Release);
-                continue;
-            }
-            self.remove(shard, chain, n, g);
-            gone += 1;
         }
         gone
     }
@@ -1026,34 +979,6 @@ mod tests {
         assert_eq!(c.shrink(0, |_| true), n as usize);
         assert!(c.is_empty());
         assert_eq!(c.stats().evictions, n);
-    }
-
-    /// A sweep that cannot reach its target searches a bounded part of the cache, and the
-    /// next goes on from where it stopped: with a hundred unused nodes among ten thousand
-    /// and targets ten below the size, each call looks at about a hundred nodes, and the
-    /// calls together still find every unused node (a hand that started over at each call
-    /// would keep searching the same chains).
-    #[test]
-    fn sweeps_go_on_where_the_last_stopped() {
-        let c = InodeCache::<u64>::new();
-        let n = if cfg!(miri) { 400 } else { 10_000 };
-        for i in 0..n {
-            drop(c.get_or_load(key(i), || Ok::<_, ()>(i)).unwrap());
-        }
-        let unused = |v: &u64| v % 100 == 0;
-        let mut calls = 0;
-        while c.len() > (n - n / 100) as usize {
-            let gone = c.shrink(c.len() - 1, unused);
-            assert!(gone <= 1, "{gone} went for a target one below the size");
-            calls += 1;
-            assert!(calls <= n, "the unused nodes were not all found");
-        }
-        // Each call looked at 2 + 64 nodes at most (and the rest of its last chain): a lap
-        // of the cache takes about n / 66 calls; allow three laps.
-        assert!(calls <= 3 * n / 66 + 10, "{calls} calls");
-        for i in 0..n {
-            assert_eq!(c.get(key(i)).is_some(), !unused(&i), "key {i}");
-        }
     }
 
     /// Lookups racing the grows of the tables they read: no key cached before is ever
