@@ -1193,6 +1193,28 @@ mod loom_models {
     use loom::thread;
     use std::sync::atomic::Ordering::SeqCst;
 
+    /// A model and its twin: the first test runs the model on the protocol as built and
+    /// must find no violation; the twin breaks it with one `Broken` switch and must find
+    /// one.
+    macro_rules! model_and_twin {
+        ($(#[$ok_doc:meta])* $ok:ident, $(#[$twin_doc:meta])* $twin:ident, $model:ident, $flag:ident) => {
+            $(#[$ok_doc])*
+            #[test]
+            fn $ok() {
+                assert!(!$model(Broken::default()));
+            }
+
+            $(#[$twin_doc])*
+            #[test]
+            fn $twin() {
+                assert!($model(Broken {
+                    $flag: true,
+                    ..Broken::default()
+                }));
+            }
+        };
+    }
+
     fn key(ino: u64) -> InodeKey {
         InodeKey { fs: 1, ino }
     }
@@ -1232,19 +1254,13 @@ mod loom_models {
         })
     }
 
-    #[test]
-    fn one_loader_per_inode() {
-        assert!(!two_loaders(Broken::default()));
-    }
-
-    /// Twin: without the second look under the shard lock, both callers link a node and
-    /// load.
-    #[test]
-    fn one_loader_without_second_look_fails() {
-        assert!(two_loaders(Broken {
-            no_second_look: true,
-            ..Broken::default()
-        }));
+    model_and_twin! {
+        one_loader_per_inode,
+        /// Twin: without the second look under the shard lock, both callers link a node and
+        /// load.
+        one_loader_without_second_look_fails,
+        two_loaders,
+        no_second_look
     }
 
     /// A lookup racing a `kill` of the same key (an eviction by key, or a sweep): violated
@@ -1278,34 +1294,22 @@ mod loom_models {
         lookup_vs(broken, |c| c.shrink(0, |_| true) == 1)
     }
 
-    #[test]
-    fn lookup_races_eviction() {
-        assert!(!lookup_vs_evict(Broken::default()));
+    model_and_twin! {
+        lookup_races_eviction,
+        /// Twin: an eviction that checks the count and then stores 0 lets a lookup take a
+        /// reference in between.
+        eviction_without_cas_fails,
+        lookup_vs_evict,
+        evict_check_then_store
     }
 
-    /// Twin: an eviction that checks the count and then stores 0 lets a lookup take a
-    /// reference in between.
-    #[test]
-    fn eviction_without_cas_fails() {
-        assert!(lookup_vs_evict(Broken {
-            evict_check_then_store: true,
-            ..Broken::default()
-        }));
-    }
-
-    #[test]
-    fn lookup_races_a_sweep() {
-        assert!(!lookup_vs_shrink(Broken::default()));
-    }
-
-    /// Twin: a sweep that checks the count and then stores 0 lets a lookup take a
-    /// reference in between.
-    #[test]
-    fn a_sweep_without_cas_fails() {
-        assert!(lookup_vs_shrink(Broken {
-            evict_check_then_store: true,
-            ..Broken::default()
-        }));
+    model_and_twin! {
+        lookup_races_a_sweep,
+        /// Twin: a sweep that checks the count and then stores 0 lets a lookup take a
+        /// reference in between.
+        a_sweep_without_cas_fails,
+        lookup_vs_shrink,
+        evict_check_then_store
     }
 
     /// `get` of a cached key races the load whose insert grows its shard's table (under
@@ -1334,19 +1338,13 @@ mod loom_models {
         })
     }
 
-    #[test]
-    fn a_get_races_a_grow() {
-        assert!(!get_vs_grow(Broken::default()));
-    }
-
-    /// Twin: a `get` that trusts its lock-free miss can walk off a moved node into the new
-    /// table and report a cached key absent.
-    #[test]
-    fn a_get_trusting_a_miss_fails_under_a_grow() {
-        assert!(get_vs_grow(Broken {
-            get_trusts_a_miss: true,
-            ..Broken::default()
-        }));
+    model_and_twin! {
+        a_get_races_a_grow,
+        /// Twin: a `get` that trusts its lock-free miss can walk off a moved node into the new
+        /// table and report a cached key absent.
+        a_get_trusting_a_miss_fails_under_a_grow,
+        get_vs_grow,
+        get_trusts_a_miss
     }
 
     /// A holder shares the object (here: sets `shared`) while a sweep decides: violated if
@@ -1371,18 +1369,12 @@ mod loom_models {
         })
     }
 
-    #[test]
-    fn a_holder_shares_the_object_before_a_sweep() {
-        assert!(!shrink_vs_sharing(Broken::default()));
-    }
-
-    /// Twin: a sweep that evicts on its first answer can decide before the holder gets the
-    /// node, and kill it after the holder shared the object and let go.
-    #[test]
-    fn a_sweep_asking_once_evicts_a_shared_object() {
-        assert!(shrink_vs_sharing(Broken {
-            no_second_unused: true,
-            ..Broken::default()
-        }));
+    model_and_twin! {
+        a_holder_shares_the_object_before_a_sweep,
+        /// Twin: a sweep that evicts on its first answer can decide before the holder gets the
+        /// node, and kill it after the holder shared the object and let go.
+        a_sweep_asking_once_evicts_a_shared_object,
+        shrink_vs_sharing,
+        no_second_unused
     }
 }
