@@ -903,14 +903,20 @@ impl DHash {
             self.unlink(&d);
             d.seq.write_end();
         });
+        Self::unchild(&d, dir);
+        // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
+        // `d` has its allocation's provenance.
+        drop(unsafe { DRef::from_raw(d.p) });
+    }
+
+    /// Takes `d` out of its directory's children and counts (`positive`, `subdirs`); the
+    /// caller holds the parent's lock and has unhashed `d`.
+    fn unchild(d: &Dentry, dir: &mut crate::inode::DirState) {
         dir.children.remove(&d.cold.cookie.load(Relaxed));
         if !d.inode.load(Relaxed).is_null() {
             dir.positive -= 1;
         }
         dir.subdirs -= u32::from(d.is_dir_locked());
-        // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
-        // `d` has its allocation's provenance.
-        drop(unsafe { DRef::from_raw(d.p) });
     }
 
     /// Evicts an unused child: if the hash's is its only reference (no holder, no child
@@ -928,11 +934,7 @@ impl DHash {
         d.flags.fetch_or(UNHASHED, Release);
         self.unlink(&d);
         d.seq.write_end();
-        dir.children.remove(&d.cold.cookie.load(Relaxed));
-        if !d.inode.load(Relaxed).is_null() {
-            dir.positive -= 1;
-        }
-        dir.subdirs -= u32::from(d.is_dir_locked());
+        Self::unchild(&d, dir);
         // We won the dead CAS with the hash's count: no one else destroys it.
         destroy(d.p);
         true
