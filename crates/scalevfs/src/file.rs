@@ -16,6 +16,7 @@ use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
 use crate::mount::{Mount, MountRef};
+use crate::reclaim::OwnerReclaim;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Mutex, MutexGuard};
 use crate::types::{Fd, OFlags};
 use crate::SendPtr;
@@ -485,19 +486,21 @@ impl FdBits {
 /// a new one and retiring the old after a grace period.
 ///
 /// # Reclamation
-/// A closed description's memory is handed to the epoch collector in batches of
-/// [`BATCH`], kept under `alloc` (which the close holds anyway). crossbeam-epoch's `defer`
-/// was the costliest step of a close, and it does not scale: deferred calls go to one
-/// global queue in bags, and whichever thread collects runs them, touching other threads'
-/// descriptions and freeing to their heaps (a loop of `defer` alone scales 1.2x from one
-/// thread to two on this machine, against 1.9x for a loop of `pin`; W7 went from 1.78x to
-/// 1.94x). A batch's grace period starts when it is deferred, after every pointer in it
-/// left its slot, so a reader that loaded one holds a guard pinned before that. Nothing
-/// a close must do waits for the batch: the mount's user count and the inode's hold are
-/// given back at the close ([`OpenFile::slot_removed`]); what waits is the memory and the
-/// references it holds (inode, dentry, mount), at most `BATCH - 1` descriptions per
-/// table, until the batch fills or the table is dropped with its process. A description
-/// with a host descriptor (hostfs) is deferred alone.
+/// A closed description's memory waits for a grace period in batches of [`BATCH`], kept
+/// under `alloc` (which the close holds anyway), and is freed by this table's own closes
+/// ([`OwnerReclaim`]): the collector gets one two-word marker per batch. A
+/// `defer` per close was once the costliest step of a close, and freeing a batch in the
+/// deferred call does not scale either: whichever thread collects a bag runs what is in
+/// it, touching other threads' descriptions and freeing to their heaps (with two threads,
+/// about 9% of W7's time). A batch's grace period starts when it is retired, after every
+/// pointer in it left its slot, so a reader that loaded one holds a guard pinned before
+/// that. Nothing a close must do waits for the batch: the mount's user count and the
+/// inode's hold are given back at the close ([`OpenFile::slot_removed`]); what waits is
+/// the memory and the references it holds (inode, dentry, mount): at most `BATCH - 1`
+/// descriptions until the batch fills, then until the batch's marker has run and a later
+/// batch of this table fills, or the table is dropped with its process (then the
+/// collector frees what is left). A description with a host descriptor (hostfs) is
+/// deferred alone, so that the descriptor closes a grace period after its last close.
 ///
 /// What protects each field outside its lock: `slots` (pointer and entries) is written
 /// only under `alloc` and read under an epoch guard, or under `alloc` without one (only a
@@ -530,9 +533,20 @@ struct Broken {
 #[derive(Default)]
 struct Alloc {
     bits: FdBits,
-    /// Descriptions whose last slot in this table went, their memory not yet handed to
-    /// the collector (see "Reclamation" in [`FdTable`]'s docs).
+    /// Descriptions whose last slot in this table went: the batch being filled (see
+    /// "Reclamation" in [`FdTable`]'s docs).
     retired: Vec<SendPtr<OpenFile>>,
+    /// Full batches waiting for their grace period.
+    reclaim: OwnerReclaim<SendPtr<OpenFile>>,
+}
+
+/// What a close frees once it has let go of `alloc` (see [`FdTable::retire_locked`]).
+#[derive(Default)]
+struct Freed {
+    /// Batches whose grace period has ended: freed now.
+    now: Vec<Vec<SendPtr<OpenFile>>>,
+    /// A description with a host descriptor: deferred alone.
+    alone: Option<SendPtr<OpenFile>>,
 }
 
 /// Closed descriptions per deferred call (one under loom, whose models check each
@@ -648,28 +662,57 @@ impl FdTable {
     }
 
     /// Takes the description `p` out of service after its slot was cleared, with
-    /// `alloc` held: its slot's count joins the table's batch (see "Reclamation" above);
-    /// returns what the caller must defer once it lets go of `alloc` (the batch, when
-    /// full; a description with a host descriptor goes alone, so that the host descriptor
-    /// closes a grace period after its last close, not whenever the batch fills).
-    fn retire_locked(a: &mut Alloc, p: *mut OpenFile) -> Option<Vec<SendPtr<OpenFile>>> {
+    /// `alloc` held and `g` pinned since before the slot was cleared: its slot's count
+    /// joins the table's batch, and a full batch starts its grace period (see
+    /// "Reclamation" above). Returns what the caller must free once it lets go of
+    /// `alloc`: batches whose grace period has ended, and a description with a host
+    /// descriptor, which goes alone so that the host descriptor closes a grace period
+    /// after its last close, not whenever a batch fills.
+    fn retire_locked(a: &mut Alloc, p: *mut OpenFile, g: &Guard) -> Freed {
         if p.is_null() {
-            return None;
+            return Freed::default();
         }
         // SAFETY: `p` came from a slot, which owned one strong count.
         if unsafe { &*p }.data.load(Relaxed) >= 0 {
-            return Some(vec![SendPtr(p)]);
+            return Freed {
+                now: Vec::new(),
+                alone: Some(SendPtr(p)),
+            };
         }
         a.retired.push(SendPtr(p));
-        (a.retired.len() >= BATCH).then(|| std::mem::take(&mut a.retired))
+        if a.retired.len() < BATCH {
+            return Freed::default();
+        }
+        let batch = std::mem::replace(&mut a.retired, Vec::with_capacity(BATCH));
+        Freed {
+            now: a.reclaim.retire(batch, g),
+            alone: None,
+        }
+    }
+
+    /// Hands `v` to the collector: each pointer owns a strong count, and left its slot
+    /// before `g` was pinned or while it was.
+    fn defer_drop(v: Vec<SendPtr<OpenFile>>, g: &Guard) {
+        if v.is_empty() {
+            return;
+        }
+        // SAFETY: every pointer in `v` left its slot before now and owns a strong count;
+        // readers that loaded one hold guards pinned before this call.
+        unsafe {
+            g.defer_unchecked(move || {
+                for p in v {
+                    drop(Arc::from_raw(p.into_inner()));
+                }
+            })
+        };
     }
 
     /// The rest of a close, once `alloc` is let go: the last slot of `p` releases the
-    /// mount and the inode's hold at once ([`OpenFile::slot_removed`]); `batch` (from
-    /// [`FdTable::retire_locked`]) goes to the collector. The caller is pinned by `g`
-    /// since before it cleared the slot, so `p` is not freed meanwhile, even if another
-    /// close deferred the batch that holds it.
-    fn put_slot(&self, p: *mut OpenFile, batch: Option<Vec<SendPtr<OpenFile>>>, g: &Guard) {
+    /// mount and the inode's hold at once ([`OpenFile::slot_removed`]); then what
+    /// [`FdTable::retire_locked`] gave back is freed. The caller is pinned by `g` since
+    /// before it cleared the slot, so `p` is not freed meanwhile: the batch that holds
+    /// it cannot expire while `g` is held.
+    fn put_slot(&self, p: *mut OpenFile, freed: Freed, g: &Guard) {
         if !p.is_null() {
             // SAFETY: see above: a retired description lives until `g` is unpinned.
             let f = unsafe { &*p };
@@ -681,16 +724,13 @@ impl FdTable {
             }
             f.slot_removed();
         }
-        if let Some(v) = batch.filter(|v| !v.is_empty()) {
-            // SAFETY: every pointer in `v` left its slot before now and owns a strong
-            // count; readers that loaded one hold guards pinned before this call.
-            unsafe {
-                g.defer_unchecked(move || {
-                    for p in v {
-                        drop(Arc::from_raw(p.into_inner()));
-                    }
-                })
-            };
+        for p in freed.now.into_iter().flatten() {
+            // SAFETY: its batch's grace period has ended (`OwnerReclaim`): no reader holds
+            // it, and it owns the strong count its slot had.
+            drop(unsafe { Arc::from_raw(p.into_inner()) });
+        }
+        if let Some(p) = freed.alone {
+            Self::defer_drop(vec![p], g);
         }
     }
 
@@ -722,9 +762,9 @@ impl FdTable {
             return Err(Errno::EBADF);
         }
         a.bits.clear(i);
-        let batch = Self::retire_locked(&mut a, p);
+        let freed = Self::retire_locked(&mut a, p, &g);
         drop(a);
-        self.put_slot(p, batch, &g);
+        self.put_slot(p, freed, &g);
         Ok(())
     }
 
@@ -749,9 +789,9 @@ impl FdTable {
         let mut a = self.alloc.lock();
         let prev = self.put_locked(&a, i, f);
         a.bits.set(i);
-        let batch = Self::retire_locked(&mut a, prev);
+        let freed = Self::retire_locked(&mut a, prev, &g);
         drop(a);
-        self.put_slot(prev, batch, &g);
+        self.put_slot(prev, freed, &g);
         Ok(new)
     }
 
@@ -781,15 +821,20 @@ impl FdTable {
 impl Drop for FdTable {
     fn drop(&mut self) {
         let g = crossbeam_epoch::pin();
-        let mut rest = std::mem::take(&mut self.alloc.lock().retired);
+        let mut rest = {
+            let a = &mut *self.alloc.lock();
+            let mut rest = std::mem::take(&mut a.retired);
+            rest.extend(std::mem::take(&mut a.reclaim).into_pending());
+            rest
+        };
         for s in self.slots(&g).0.iter() {
             let p = s.swap(ptr::null_mut(), AcqRel);
             if !p.is_null() {
                 rest.push(SendPtr(p));
-                self.put_slot(p, None, &g);
+                self.put_slot(p, Freed::default(), &g);
             }
         }
-        self.put_slot(ptr::null_mut(), Some(rest), &g);
+        Self::defer_drop(rest, &g);
         // SAFETY: the table is going away; no reader of it remains.
         unsafe {
             let old = self.slots.swap(crossbeam_epoch::Shared::null(), AcqRel, &g);

@@ -39,6 +39,7 @@ mod mount;
 mod name;
 mod pathcache;
 mod process;
+mod reclaim;
 pub mod sync;
 mod types;
 mod walk;

@@ -8,7 +8,7 @@
 //! `SCALEVFS_FLOOD_SCALE` scales their sizes (default 0.25; 1 gives the sizes of the
 //! issue: 12 rounds of 256 MiB, 100 namespaces, 2M lookups, 1M creates);
 //! `SCALEVFS_MEMORY_REPORT=1` prints the figures without asserting anything;
-//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|grown|negative|churn|host-negative|host-churn|host-capped`
+//! `SCALEVFS_MEMORY_ONLY=deleted|empty|namespaces|grown|negative|churn|open-close|host-negative|host-churn|host-capped`
 //! runs one scenario. The `host-` ones run on hostfs over a fresh `/dev/shm` directory
 //! (10 million lookups and 1 million create/unlink pairs at scale 1; a 20,000-file tree
 //! walked with 500 objects cached).
@@ -220,6 +220,35 @@ fn memory_comes_back() {
     if runs("churn") {
         let p = Vfs::new_memfs().process(Creds::root());
         churn(&p, (1_000_000.0 * s) as usize, "");
+    }
+
+    // Open/close churn: a closed description waits for its grace period in a batch its
+    // descriptor table frees itself (`reclaim`). What waits stays bounded while the loop
+    // runs (the closes themselves free the batches whose grace period ended), and the
+    // process's end hands the rest to the collector.
+    if runs("open-close") {
+        let (base, rss0) = (settle(), rss_mib());
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.write_file("/f", b"data").unwrap();
+        let n = (1_000_000.0 * s) as usize;
+        let mut peak = base;
+        for i in 0..n {
+            let fd = p.open("/f", OFlags::RDONLY, 0).unwrap();
+            p.close(fd).unwrap();
+            if i % 1024 == 0 {
+                peak = peak.max(LIVE.load(Relaxed));
+            }
+        }
+        // Descriptions are about 100 B each: this many waiting is a bound of about 16,000.
+        let grew = peak - base;
+        check(grew < 4 << 20, || {
+            format!("{n} opens and closes: {grew} bytes live at the peak")
+        });
+        drop(p);
+        drop(vfs);
+        let left = report(&format!("{n} opens and closes"), base, peak, rss0);
+        check(left < 64 << 10, || format!("{left} bytes left"));
     }
 
     // The same floods on hostfs (issue 10): a loaded directory's misses are authoritative
