@@ -107,6 +107,10 @@ pub const UNHASHED: u32 = 4;
 /// Linux's `DCACHE_REFERENCED`). Set at creation and by lookups that find it clear;
 /// cleared by the sweep (see `backend`, "Bounded caches").
 pub const REFERENCED: u32 = 8;
+/// Flag: the inode is a directory. Kept with `inode` (set at creation, moved by
+/// `set_inode` under the parent's lock), so that a sweep over a directory's children
+/// reads only their dentries' first line, never their inodes.
+pub const DIR: u32 = 16;
 
 /// The fields written on paths other than lookup, on their own cache line.
 #[repr(C, align(64))]
@@ -122,7 +126,7 @@ pub struct Cold {
 pub struct Dentry {
     /// Bumped when parent, name or inode change, and when the dentry is unhashed.
     pub seq: SeqCount,
-    /// `ROOT`, `MOUNTED`, `UNHASHED`.
+    /// `ROOT`, `MOUNTED`, `UNHASHED`, `REFERENCED`, `DIR`.
     pub flags: AtomicU32,
     /// Key hash of (parent, name).
     pub hash: AtomicU64,
@@ -262,17 +266,32 @@ impl Dentry {
     }
 
     /// Whether the dentry names a directory. The caller holds the parent's lock, under
-    /// which alone the inode pointer changes.
+    /// which alone the inode pointer (and with it the flag [`DIR`]) changes.
     pub fn is_dir_locked(&self) -> bool {
-        // SAFETY: the pointer came from `Arc::into_raw` and the dentry owns that count; it
-        // is given up only by `set_inode` (under the parent's lock, which the caller holds)
-        // or by the dentry's destruction, after this call.
-        NonNull::new(self.inode.load(Acquire)).is_some_and(|p| unsafe { p.as_ref() }.is_dir())
+        let dir = self.flags.load(Acquire) & DIR != 0;
+        #[cfg(debug_assertions)]
+        {
+            let inode = NonNull::new(self.inode.load(Acquire));
+            // SAFETY: the pointer came from `Arc::into_raw` and the dentry owns that count;
+            // it is given up only by `set_inode` (under the parent's lock, which the caller
+            // holds) or by the dentry's destruction, after this call.
+            let is_dir = inode.is_some_and(|p| unsafe { p.as_ref() }.is_dir());
+            assert_eq!(dir, is_dir, "the DIR flag and the inode disagree");
+        }
+        dir
     }
 
     /// Replaces the inode. The caller holds the parent's lock and is inside `seq`'s write
     /// section (or the dentry is not yet published).
     pub fn set_inode(&self, inode: Option<Arc<Inode>>, guard: &Guard) {
+        let dir = inode.as_ref().is_some_and(|i| i.is_dir());
+        if dir != (self.flags.load(Relaxed) & DIR != 0) {
+            if dir {
+                self.flags.fetch_or(DIR, Release);
+            } else {
+                self.flags.fetch_and(!DIR, Release);
+            }
+        }
         let new = inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut Inode);
         let old = self.inode.swap(new, Release);
         if !old.is_null() {
@@ -800,7 +819,7 @@ impl DHash {
         let is_dir = inode.as_ref().is_some_and(|i| i.is_dir());
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
-            flags: AtomicU32::new(REFERENCED),
+            flags: AtomicU32::new(if is_dir { REFERENCED | DIR } else { REFERENCED }),
             hash: AtomicU64::new(key),
             parent: AtomicPtr::new(parent.as_ptr()),
             inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
@@ -834,9 +853,10 @@ impl DHash {
 
     /// Makes a file system root dentry (unhashed, no parent, flag `ROOT`), owning `inode`.
     pub fn d_alloc_root(inode: Arc<Inode>) -> DRef {
+        let flags = if inode.is_dir() { ROOT | DIR } else { ROOT };
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
-            flags: AtomicU32::new(ROOT),
+            flags: AtomicU32::new(flags),
             hash: AtomicU64::new(0),
             parent: AtomicPtr::new(ptr::null_mut()),
             inode: AtomicPtr::new(Arc::into_raw(inode) as *mut _),
