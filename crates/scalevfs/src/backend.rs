@@ -1306,9 +1306,12 @@ impl SuperBlock {
         let _s = Sweeping(&self.sweeping);
         // CLOCK's second lap: a first pass over names all looked up since the last sweep
         // only clears their bits.
-        let target = max - max / 8;
+        // How many to evict, read once: the count is striped, and its sum reads every
+        // other thread's stripe, each a line that thread keeps writing (read per child, it
+        // was a cache miss per child at two threads).
+        let mut left = self.dcache.len().saturating_sub(max - max / 8);
         let now = self.sweeps.fetch_add(1, Relaxed) + 1;
-        let _ = self.sweep(target, now) || self.sweep(target, now);
+        let _ = self.sweep(&mut left, now) || self.sweep(&mut left, now);
         // The evicted dentries are freed a grace period later, through this thread's
         // deferred-free bag; a sweep can fill several bags at once, more than the epoch's
         // collector frees per pin while the caches churn (a directory larger than the cap,
@@ -1317,7 +1320,7 @@ impl SuperBlock {
     }
 
     /// One CLOCK pass over the loaded directories, deepest first (post-order),
-    /// until the cache is down to `target`: in each directory, a child whose reference bit
+    /// until `left` names went (counted down): in each directory, a child whose reference bit
     /// is set gets it cleared and stays; one whose bit is clear and that nobody uses (see
     /// [`DHash::d_evict`]) goes. A directory that loses a positive child is unloaded again:
     /// its next miss under the lock loads it. The children of a directory that is open are
@@ -1325,9 +1328,8 @@ impl SuperBlock {
     /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
     /// stays while its subtree is swept), and no two are locked at once: directory locks are
     /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
-    /// is passed over (see `DirState::loaded_at`). Returns whether the cache reached
-    /// `target`.
-    fn sweep(&self, target: u64, now: u64) -> bool {
+    /// is passed over (see `DirState::loaded_at`). Returns whether `left` reached 0.
+    fn sweep(&self, left: &mut u64, now: u64) -> bool {
         let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
         stack.extend(Self::sweep_frame(self.root()));
         while let Some((inode, subdirs)) = stack.last_mut() {
@@ -1339,7 +1341,7 @@ impl SuperBlock {
             }
             let inode = inode.clone();
             stack.pop();
-            if self.evict_children(&inode, target, now) {
+            if self.evict_children(&inode, left, now) {
                 return true;
             }
         }
@@ -1381,21 +1383,21 @@ impl SuperBlock {
     }
 
     /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]); returns
-    /// whether the cache is down to `target`.
-    fn evict_children(&self, inode: &Inode, target: u64, now: u64) -> bool {
+    /// whether `left` (counted down per eviction) reached 0.
+    fn evict_children(&self, inode: &Inode, left: &mut u64, now: u64) -> bool {
         let Some(m) = inode.dir() else {
             return false;
         };
         let mut st = m.lock();
         // Loaded since the last sweep started: left alone this time.
         if st.loading || inode.is_open() || (now as u32).wrapping_sub(st.loaded_at) <= 1 {
-            return self.dcache.len() <= target;
+            return *left == 0;
         }
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
         let guard = crossbeam_epoch::pin();
-        let mut positive = false;
+        let (mut positive, mut gone) = (false, 0);
         for p in children {
-            if self.dcache.len() <= target {
+            if *left == 0 {
                 break;
             }
             // SAFETY: as in `sweep_frame`; a child leaves `children` only under this lock,
@@ -1408,7 +1410,8 @@ impl SuperBlock {
             }
             let was_positive = c.inode(&guard).is_some();
             if self.dcache.d_evict(c, &mut st) {
-                self.evicted.fetch_add(1, Relaxed);
+                *left -= 1;
+                gone += 1;
                 if was_positive {
                     positive = true;
                 } else {
@@ -1419,7 +1422,8 @@ impl SuperBlock {
         if positive {
             st.unloaded = true;
         }
-        self.dcache.len() <= target
+        self.evicted.fetch_add(gone, Relaxed);
+        *left == 0
     }
 
     /// Whether `inode` is a directory that is not loaded yet, or is being loaded or

@@ -365,8 +365,9 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     }
 
     /// Evicts nodes that nobody holds and that `unused` lets go, shard by shard from where
-    /// the last call stopped (a CLOCK hand), until at most `target` nodes remain or every
-    /// shard was looked at once; returns how many went.
+    /// the last call stopped (a CLOCK hand), until as many went as the cache held above
+    /// `target` when the call began (the length is read once: its sum reads lines other
+    /// threads keep writing) or every shard was looked at once; returns how many went.
     ///
     /// Each shard is searched lock-free, chain by chain; only a chain with a node to evict
     /// is searched again under the shard lock, one chain per hold, so a miss never waits
@@ -381,9 +382,12 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     pub fn shrink(&self, target: usize, unused: impl Fn(&V) -> bool) -> usize {
         let unused =
             |n: &Node<V>| n.state.load(Acquire) == LIVE && n.value.get().is_some_and(&unused);
+        // How many to evict, read once: the length is striped, and its sum reads lines
+        // other threads keep writing.
+        let want = self.len().saturating_sub(target);
         let mut gone = 0;
         for _ in 0..self.shards.len() {
-            if self.len() <= target {
+            if gone >= want {
                 break;
             }
             let i = self.hand.fetch_add(1, Relaxed) & (self.shards.len() - 1);
@@ -419,7 +423,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                     gone += 1;
                 }
                 drop(_l);
-                if self.len() <= target {
+                if gone >= want {
                     return gone;
                 }
             }
