@@ -281,6 +281,16 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         let _ = (dir, name, victim);
     }
 
+    /// A sweep of the dentry cache evicted names of the inodes numbered `inos` (see
+    /// [`SuperBlock::shrink`]): a file system with a cache of its own may let these objects
+    /// go once nothing else holds them, and look at them before any other. Only a hint:
+    /// an evicted name gives its reference on its inode back a grace period later, and a
+    /// new lookup may name the object again meanwhile. Called after the sweep, with no
+    /// lock held.
+    fn names_evicted(&self, inos: Vec<u64>) {
+        let _ = inos;
+    }
+
     /// Whether nothing may change (a read-only mount: Linux `MS_RDONLY`). The call layer
     /// then refuses every change with `EROFS`, at the point where Linux's
     /// `mnt_want_write` would, and [`FileSystem::new_inode`] is never called.
@@ -1311,7 +1321,11 @@ impl SuperBlock {
         // was a cache miss per child at two threads).
         let mut left = self.dcache.len().saturating_sub(max - max / 8);
         let now = self.sweeps.fetch_add(1, Relaxed) + 1;
-        let _ = self.sweep(&mut left, now) || self.sweep(&mut left, now);
+        let mut inos = Vec::new();
+        let _ = self.sweep(&mut left, now, &mut inos) || self.sweep(&mut left, now, &mut inos);
+        if !inos.is_empty() {
+            self.ops.names_evicted(inos);
+        }
         // The evicted dentries are freed a grace period later, through this thread's
         // deferred-free bag; a sweep can fill several bags at once, more than the epoch's
         // collector frees per pin while the caches churn (a directory larger than the cap,
@@ -1328,8 +1342,9 @@ impl SuperBlock {
     /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
     /// stays while its subtree is swept), and no two are locked at once: directory locks are
     /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
-    /// is passed over (see `DirState::loaded_at`). Returns whether `left` reached 0.
-    fn sweep(&self, left: &mut u64, now: u64) -> bool {
+    /// is passed over (see `DirState::loaded_at`). The numbers of the inodes whose names
+    /// went are added to `inos`. Returns whether `left` reached 0.
+    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>) -> bool {
         let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
         stack.extend(Self::sweep_frame(self.root()));
         while let Some((inode, subdirs)) = stack.last_mut() {
@@ -1341,7 +1356,7 @@ impl SuperBlock {
             }
             let inode = inode.clone();
             stack.pop();
-            if self.evict_children(&inode, left, now) {
+            if self.evict_children(&inode, left, now, inos) {
                 return true;
             }
         }
@@ -1382,9 +1397,10 @@ impl SuperBlock {
         Some((inode, subdirs))
     }
 
-    /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]); returns
-    /// whether `left` (counted down per eviction) reached 0.
-    fn evict_children(&self, inode: &Inode, left: &mut u64, now: u64) -> bool {
+    /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]), adding the
+    /// numbers of the inodes whose names went to `inos`; returns whether `left` (counted
+    /// down per eviction) reached 0.
+    fn evict_children(&self, inode: &Inode, left: &mut u64, now: u64, inos: &mut Vec<u64>) -> bool {
         let Some(m) = inode.dir() else {
             return false;
         };
@@ -1408,11 +1424,12 @@ impl SuperBlock {
             if c.flags() & (DIR | MOUNTED) != 0 || c.clear_referenced() {
                 continue;
             }
-            let was_positive = c.inode(&guard).is_some();
+            let ino = c.inode(&guard).map(|i| i.ino);
             if self.dcache.d_evict(c, &mut st) {
                 *left -= 1;
                 gone += 1;
-                if was_positive {
+                if let Some(ino) = ino {
+                    inos.push(ino);
                     positive = true;
                 } else {
                     self.negative_gone(1);

@@ -119,10 +119,16 @@
 //! symlinks and special files, and negative entries; an object goes from the inode cache
 //! once only the cache holds it (no cached name, no open file, a grace period after its
 //! last name went): `HostFs::trim` runs after each directory load and evicts such
-//! objects until an eighth of the cap is free. Directories stay cached (their children are
-//! swept), and with them their descriptors. So at a load the inode cache holds at most the
-//! cap, plus the directory being loaded, plus the last sweep's objects still in their
-//! grace period, plus the directories. `HostFs::new` raises the soft limit on open
+//! objects until an eighth of the cap is free. It finds them by number: each sweep hands
+//! the numbers of the objects whose names it evicted (`FileSystem::names_evicted`), which
+//! wait for a grace period of their own (`reclaim::OwnerReclaim`, whose marker follows the
+//! names' frees) and are then tried; the inode cache's own sweep, which must ask every
+//! object it passes, searches only on a budget, for objects the numbers do not account
+//! for. The names' cap is three quarters of the objects' cap, so that named objects leave
+//! room for the others. Directories stay cached (their children are swept), and with them
+//! their descriptors. So at a load the inode cache holds at most the cap, plus the
+//! directory being loaded, plus the sweeps' objects still in their grace period, plus the
+//! directories (past the cap plus an eighth, the search runs). `HostFs::new` raises the soft limit on open
 //! descriptors to the hard one. An open description's data descriptor is closed with it.
 //!
 //! # Lock order, and what protects what
@@ -143,6 +149,7 @@ use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
 use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
+use crate::reclaim::OwnerReclaim;
 use crate::sync::Mutex;
 use crate::types::{mode::*, Stat, StatFs, Timespec, XattrFlags};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
@@ -168,7 +175,8 @@ pub struct HostFsOptions {
     pub max_dentries: Option<u64>,
     /// Cap on cached objects (the inode cache). An object stays cached while a cached name
     /// or an open file holds it, so the names are capped too: the dentry cap is at most
-    /// this. `None`: no cap. Zero is refused (`EINVAL`).
+    /// three quarters of this (at least 1), leaving room for objects that no cached name
+    /// holds. `None`: no cap. Zero is refused (`EINVAL`).
     pub max_inodes: Option<u64>,
     /// W5's ablation: every inode-cache miss takes one cache-wide lock instead of its
     /// shard's (see [`crate::icache::InodeCache::set_one_lock`]). For measurement only.
@@ -283,6 +291,38 @@ pub struct HostFs {
     /// file by the object rather than by a description (a FUSE request on its node, which
     /// holds it by an `O_PATH` handle) has no name left to open it by.
     kept: Mutex<std::collections::HashMap<usize, OwnedFd>>,
+    /// Numbers of objects whose names the dentry cache's sweeps evicted: what the trim
+    /// evicts (see [`HostFs::trim`]). Kept only with a cap on the inode cache, and at most
+    /// that many.
+    swept: Mutex<Swept>,
+}
+
+/// What [`HostFs::swept`] holds. An evicted name gives its reference on its object back
+/// a grace period after the sweep, so a sweep's numbers wait for a grace period of their
+/// own (`waiting`, whose marker the sweep defers after its names' frees) before a trim
+/// looks at them (`ready`).
+#[derive(Default)]
+struct Swept {
+    /// Each sweep's numbers, in their grace period.
+    waiting: OwnerReclaim<u64>,
+    /// Numbers whose grace period has ended, oldest first, with how many trims found each
+    /// still in use (its name's free not run yet, or a new name).
+    ready: Vec<(u64, u8)>,
+    /// How many numbers `waiting` holds.
+    in_wait: usize,
+}
+
+/// How many trims look again at a swept number that they found still in use.
+const SWEPT_TRIES: u8 = 2;
+
+impl Swept {
+    /// Moves the numbers whose grace period has ended to `ready`.
+    fn ripen(&mut self) {
+        for b in self.waiting.collect() {
+            self.in_wait -= b.len();
+            self.ready.extend(b.into_iter().map(|i| (i, 0)));
+        }
+    }
 }
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
@@ -326,6 +366,7 @@ impl HostFs {
             egid: rustix::process::getegid().as_raw(),
             shared: matches!(opts.policy, Policy::Shared { .. }),
             kept: Mutex::new(std::collections::HashMap::new()),
+            swept: Mutex::new(Swept::default()),
         };
         let node = HostNode {
             dir: OnceLock::from(root_fd),
@@ -336,7 +377,13 @@ impl HostFs {
                 .get_or_load(fs.key(st.ino), || Ok::<_, Errno>(node))?,
         );
         fs.nodes.set_one_lock(opts.one_lock);
-        let max_dentries = match (opts.max_dentries, opts.max_inodes) {
+        // Names hold their objects, so the names' cap leaves a quarter of the objects' cap
+        // to objects without a cached name (open files, names in their grace period, the
+        // sweeps' numbers waiting for the trim): with both caps equal, the named objects
+        // alone kept the inode cache at its cap, and every trim searched all of it in
+        // vain.
+        let names_cap = opts.max_inodes.map(|i| (i - i / 4).max(1));
+        let max_dentries = match (opts.max_dentries, names_cap) {
             (Some(d), Some(i)) => Some(d.min(i)),
             (d, i) => d.or(i),
         };
@@ -459,19 +506,82 @@ impl HostFs {
         }
     }
 
-    /// Keeps the inode cache within [`HostFsOptions::max_inodes`]: past it, objects that
+    /// Keeps the inode cache near [`HostFsOptions::max_inodes`]: past it, objects that
     /// only the cache holds (no cached name, no open file) go, until an eighth of the cap
     /// is free. Called after loads, with no lock held.
+    ///
+    /// What goes first are the objects whose names the sweeps evicted, found by number once
+    /// the sweep's grace period has ended, as Linux puts an inode on its LRU when its last reference
+    /// goes: most of the cache's objects are still named, and the inode cache's own sweep
+    /// (`InodeCache::shrink`), which must ask each object it passes, read two cold lines
+    /// per object (the most costly step of a capped W5). That sweep runs only if the
+    /// numbers were not enough and the cache is an eighth over its cap.
     fn trim(&self) {
-        if let Some(cap) = self.max_inodes {
-            if self.nodes.len() > cap {
-                // Only the node holds the engine's inode: no dentry (a destroyed one gives
-                // its count back only after a grace period), no open file, no caller. Once
-                // the node is dead nobody can take a share of the inode, so the answer
-                // stays, as `shrink` requires (it asks again after its kill).
-                self.nodes
-                    .shrink(cap - cap / 8, |n| Arc::strong_count(&n.inode) == 1);
+        let Some(cap) = self.max_inodes else {
+            return;
+        };
+        let len = self.nodes.len();
+        if len <= cap {
+            return;
+        }
+        // Only the node holds the engine's inode: no dentry (a destroyed one gives its
+        // count back only after a grace period), no open file, no caller. Once the node is
+        // dead nobody can take a share of the inode, so the answer stays, as `shrink` and
+        // `evict_unused` require (they ask again after the kill).
+        let unused = |n: &HostNode| Arc::strong_count(&n.inode) == 1;
+        let target = cap - cap / 8;
+        let ready = {
+            let sw = &mut *self.swept.lock();
+            sw.ripen();
+            std::mem::take(&mut sw.ready)
+        };
+        let want = len - target;
+        let mut gone = 0;
+        let mut ready = ready.into_iter();
+        // A number still in use gets two more tries at later trims: most are names whose
+        // free has not run yet (the collector runs it after the grace period, maybe after
+        // the marker); dropped numbers are left to `shrink`.
+        let mut again = Vec::new();
+        for (ino, tries) in ready.by_ref() {
+            if self.nodes.evict_unused(self.key(ino), unused) {
+                gone += 1;
+                if gone >= want {
+                    break;
+                }
+            } else if tries < SWEPT_TRIES {
+                again.push((ino, tries + 1));
             }
+        }
+        // What this trim did not need, and what it tries again, wait for the next trim,
+        // before the newer numbers.
+        let mut rest: Vec<(u64, u8)> = ready.collect();
+        rest.append(&mut again);
+        let pending = {
+            let sw = &mut *self.swept.lock();
+            if !rest.is_empty() {
+                rest.append(&mut sw.ready);
+                rest.truncate(cap);
+                sw.ready = rest;
+            }
+            sw.in_wait + sw.ready.len()
+        };
+        // The inode cache's own sweep only for what the swept numbers cannot account for
+        // (objects that lost their last user otherwise: a close, a forgotten name), and on
+        // a budget: the numbers still waiting name objects whose names are in their grace
+        // period, which that sweep could not take either (while a thread loads a directory
+        // it stays pinned, by the walk's guard, so at two threads a few thousand names
+        // wait), and with directories as large as the cap, the names of the directory just
+        // loaded and of the last sweep keep the cache over its cap whatever it searches.
+        // The budget: four nodes searched per object over the cap that the numbers do not
+        // account for.
+        let excess = self
+            .nodes
+            .len()
+            .saturating_sub(pending)
+            .saturating_sub(cap + cap / 8);
+        if gone < want && excess > 0 {
+            self.nodes
+                .shrink_searching(target, excess.saturating_mul(4).max(16), unused);
         }
     }
 
@@ -874,6 +984,24 @@ impl FileSystem for HostFs {
             // engine has is all there is.
             Ok(_) | Err(rustix::io::Errno::NOENT | rustix::io::Errno::STALE) => Ok(()),
             Err(e) => Err(host(e)),
+        }
+    }
+
+    fn names_evicted(&self, inos: Vec<u64>) {
+        let Some(cap) = self.max_inodes else {
+            return;
+        };
+        let sw = &mut *self.swept.lock();
+        sw.ripen();
+        let room = cap.saturating_sub(sw.in_wait + sw.ready.len());
+        let batch: Vec<u64> = inos.into_iter().take(room).collect();
+        sw.in_wait += batch.len();
+        // After the sweep's frees were deferred (on this thread): its marker runs after
+        // their grace period.
+        let ready = sw.waiting.retire(batch, &crossbeam_epoch::pin());
+        for b in ready {
+            sw.in_wait -= b.len();
+            sw.ready.extend(b.into_iter().map(|i| (i, 0)));
         }
     }
 

@@ -183,6 +183,10 @@ pub struct InodeCacheStats {
     pub shard_locks: u64,
     /// Nodes evicted.
     pub evictions: u64,
+    /// Nodes the cache's own sweep ([`InodeCache::shrink`]) looked at to find them: each
+    /// costs a read of the node and of what `unused` asks about. Evictions by key
+    /// ([`InodeCache::evict_unused`]) search nothing.
+    pub searched: u64,
     /// Acquisitions of the one cache-wide lock that the ablation's locked miss path takes
     /// in place of every shard lock ([`InodeCache::set_one_lock`]); 0 otherwise.
     pub global_locks: u64,
@@ -196,6 +200,7 @@ struct Counters {
     waits: StripedCounter,
     shard_locks: StripedCounter,
     evictions: StripedCounter,
+    searched: StripedCounter,
     global_locks: StripedCounter,
 }
 
@@ -380,13 +385,24 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     /// stays. It sees only loaded nodes, lock-free or under the shard lock. A shard whose
     /// table grows during its sweep is left for the next call.
     pub fn shrink(&self, target: usize, unused: impl Fn(&V) -> bool) -> usize {
-        let unused =
-            |n: &Node<V>| n.state.load(Acquire) == LIVE && n.value.get().is_some_and(&unused);
+        self.shrink_searching(target, usize::MAX, unused)
+    }
+
+    /// [`InodeCache::shrink`], stopping also once it has looked at `max_search` nodes (a
+    /// chain is searched whole): a budget, as Linux gives its shrinkers `nr_to_scan`, for a
+    /// caller that expects few victims.
+    pub fn shrink_searching(
+        &self,
+        target: usize,
+        max_search: usize,
+        unused: impl Fn(&V) -> bool,
+    ) -> usize {
+        let unused = Self::loaded_and(&unused);
         // How many to evict, read once: the length is striped, and its sum reads lines
         // other threads keep writing.
         let want = self.len().saturating_sub(target);
-        let mut gone = 0;
-        for _ in 0..self.shards.len() {
+        let (mut gone, mut searched) = (0, 0);
+        'shards: for _ in 0..self.shards.len() {
             if gone >= want {
                 break;
             }
@@ -395,8 +411,14 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             let g = epoch::pin();
             let table = Self::table(shard, &g);
             for chain in table.chains.iter() {
+                if searched >= max_search {
+                    break 'shards;
+                }
                 // Only a hint: checked again under the lock.
-                let victim = Self::nodes(chain, &g).any(|n| n.refs.load(Relaxed) == 1 && unused(n));
+                let victim = Self::nodes(chain, &g).any(|n| {
+                    searched += 1;
+                    n.refs.load(Relaxed) == 1 && unused(n)
+                });
                 if !victim {
                     continue;
                 }
@@ -405,29 +427,17 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                     break;
                 }
                 for n in Self::nodes(chain, &g) {
-                    if !(unused(n) && self.try_kill(n)) {
-                        continue;
-                    }
-                    #[cfg(loom)]
-                    let recheck = !self.broken.no_second_unused;
-                    #[cfg(not(loom))]
-                    let recheck = true;
-                    if recheck && !unused(n) {
-                        // Shared by a holder from before the kill: back to the chain's
-                        // reference alone. Lookups that found it dead are waiting for this
-                        // lock, and look again.
-                        n.refs.store(1, Release);
-                        continue;
-                    }
-                    self.remove(shard, chain, n, &g);
-                    gone += 1;
+                    gone += usize::from(self.kill_unused(shard, chain, n, &unused, &g));
                 }
                 drop(_l);
                 if gone >= want {
-                    return gone;
+                    break 'shards;
                 }
             }
         }
+        self.counters
+            .searched
+            .add(i64::try_from(searched).unwrap_or(i64::MAX));
         gone
     }
 
@@ -640,6 +650,61 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         }
     }
 
+    /// `unused` for loaded nodes only (see [`InodeCache::shrink`]).
+    fn loaded_and(unused: &impl Fn(&V) -> bool) -> impl Fn(&Node<V>) -> bool + '_ {
+        move |n: &Node<V>| n.state.load(Acquire) == LIVE && n.value.get().is_some_and(unused)
+    }
+
+    /// Evicts `n`, linked in `chain` of `shard` (whose lock the caller holds), if nobody
+    /// holds it and `unused` says so before and after the kill (see
+    /// [`InodeCache::shrink`]); returns whether it went.
+    fn kill_unused(
+        &self,
+        shard: &Shard<V>,
+        chain: &Atomic<Node<V>>,
+        n: &Node<V>,
+        unused: &impl Fn(&Node<V>) -> bool,
+        g: &Guard,
+    ) -> bool {
+        if !(unused(n) && self.try_kill(n)) {
+            return false;
+        }
+        #[cfg(loom)]
+        let recheck = !self.broken.no_second_unused;
+        #[cfg(not(loom))]
+        let recheck = true;
+        if recheck && !unused(n) {
+            // Shared by a holder from before the kill: back to the chain's reference alone.
+            // Lookups that found it dead are waiting for this lock, and look again.
+            n.refs.store(1, Release);
+            return false;
+        }
+        self.remove(shard, chain, n, g);
+        true
+    }
+
+    /// Evicts `k` as [`InodeCache::shrink`] would (if it is cached, loaded, nobody holds
+    /// it, and `unused` lets it go before and after the kill), but found by its key: for a
+    /// caller that knows which objects may have lost their last user. Returns whether it
+    /// went.
+    pub fn evict_unused(&self, k: InodeKey, unused: impl Fn(&V) -> bool) -> bool {
+        let unused = Self::loaded_and(&unused);
+        let (shard, h) = self.shard_of(k);
+        let g = epoch::pin();
+        // A lock-free hint first: a key still in use costs no lock.
+        if !Self::find(Self::table(shard, &g).chain(h), k, &g)
+            .is_some_and(|n| n.refs.load(Relaxed) == 1 && unused(n))
+        {
+            return false;
+        }
+        let _l = self.lock_shard(shard);
+        let chain = Self::table(shard, &g).chain(h);
+        let Some(n) = Self::find(chain, k, &g) else {
+            return false;
+        };
+        self.kill_unused(shard, chain, n, &unused, &g)
+    }
+
     /// Evicts `k` if it is cached and nobody holds it; returns whether it did. A load in
     /// progress is held by its loader, so it is never evicted.
     pub fn evict(&self, k: InodeKey) -> bool {
@@ -731,6 +796,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             waits: n(&c.waits),
             shard_locks: n(&c.shard_locks),
             evictions: n(&c.evictions),
+            searched: n(&c.searched),
             global_locks: n(&c.global_locks),
         }
     }

@@ -158,10 +158,12 @@ impl Target for Engine {
         let c = fs.inode_cache?;
         let per = |n: u64| n as f64 / c.loads.max(1) as f64;
         Some(format!(
-            "inode cache: {} loads (inserts), {} evictions; per insert {:.2} shard-lock and \
-             {:.2} global-lock acquisitions; {} names swept; {} objects cached now",
+            "inode cache: {} loads (inserts), {} evictions ({:.2} nodes searched per \
+             eviction); per insert {:.2} shard-lock and {:.2} global-lock acquisitions; {} \
+             names swept; {} objects cached now",
             c.loads,
             c.evictions,
+            c.searched as f64 / c.evictions.max(1) as f64,
             per(c.shard_locks),
             per(c.global_locks),
             fs.dentry_evictions,
