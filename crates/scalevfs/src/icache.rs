@@ -1373,6 +1373,20 @@ mod loom_models {
         evict_check_then_store
     }
 
+    /// An eviction by key that asks `unused` (hostfs's trim of the sweeps' numbers).
+    fn lookup_vs_evict_unused(broken: Broken) -> bool {
+        lookup_vs(broken, |c| c.evict_unused(key(1), |_| true))
+    }
+
+    model_and_twin! {
+        lookup_races_an_eviction_by_number,
+        /// Twin: an eviction by key that checks the count and then stores 0 lets a lookup
+        /// take a reference in between.
+        an_eviction_by_number_without_cas_fails,
+        lookup_vs_evict_unused,
+        evict_check_then_store
+    }
+
     model_and_twin! {
         lookup_races_a_sweep,
         /// Twin: a sweep that checks the count and then stores 0 lets a lookup take a
@@ -1421,19 +1435,34 @@ mod loom_models {
     /// the sweep evicted the node after the object was shared. The sweep's test is "not
     /// shared", as hostfs's is "nobody else holds the engine inode".
     fn shrink_vs_sharing(broken: Broken) -> bool {
+        kill_vs_sharing(broken, |c, shared| {
+            c.shrink(0, |_| shared.load(SeqCst) == 0) == 1
+        })
+    }
+
+    /// The same against an eviction by key (hostfs's trim of the sweeps' numbers), which
+    /// asks again after its kill through the same step.
+    fn evict_unused_vs_sharing(broken: Broken) -> bool {
+        kill_vs_sharing(broken, |c, shared| {
+            c.evict_unused(key(1), |_| shared.load(SeqCst) == 0)
+        })
+    }
+
+    /// A holder shares the object while `kill` (which asks "not shared") decides.
+    fn kill_vs_sharing(broken: Broken, kill: fn(&InodeCache<u64>, &LAtomicUsize) -> bool) -> bool {
         violated(move || {
             let c = cache(broken);
             drop(c.get_or_load(key(1), || Ok::<_, ()>(1)).unwrap());
             let shared = Arc::new(LAtomicUsize::new(0));
             let t = {
                 let (c, shared) = (c.clone(), shared.clone());
-                thread::spawn(move || c.shrink(0, |_| shared.load(SeqCst) == 0))
+                thread::spawn(move || kill(&c, &shared))
             };
             if let Some(h) = c.get(key(1)) {
                 shared.store(1, SeqCst);
                 drop(h);
             }
-            let evicted = t.join().unwrap() == 1;
+            let evicted = t.join().unwrap();
             std::mem::forget(Arc::try_unwrap(c).ok());
             evicted && shared.load(SeqCst) == 1
         })
@@ -1445,6 +1474,15 @@ mod loom_models {
         /// node, and kill it after the holder shared the object and let go.
         a_sweep_asking_once_evicts_a_shared_object,
         shrink_vs_sharing,
+        no_second_unused
+    }
+
+    model_and_twin! {
+        a_holder_shares_the_object_before_an_eviction_by_number,
+        /// Twin: an eviction by key that evicts on its first answer kills a node whose object
+        /// was shared meanwhile.
+        an_eviction_by_number_asking_once_evicts_a_shared_object,
+        evict_unused_vs_sharing,
         no_second_unused
     }
 }
