@@ -28,32 +28,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A fresh directory on a tmpfs (`/dev/shm`), removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let base = if Path::new("/dev/shm").is_dir() {
-            "/dev/shm"
-        } else {
-            "/tmp"
-        };
-        let p = PathBuf::from(format!(
-            "{base}/scalevfs-hostfs-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod scratch;
+use scratch::Scratch;
 
 /// The tree every test serves: directories, files with data, a hard link, a FIFO, and
 /// symlinks that try to leave the tree.
@@ -881,19 +857,8 @@ fn concurrent_changes(scratch: &str, opts: HostFsOptions) {
 /// plus the directories, which stay). A zero cap is refused.
 #[test]
 fn a_capped_cache_stays_near_its_cap() {
-    let s = Scratch::new("capped");
-    for d in 0..4 {
-        std::fs::create_dir(s.0.join(format!("d{d}"))).unwrap();
-        for f in 0..300 {
-            std::fs::write(s.0.join(format!("d{d}/f{f}")), b"").unwrap();
-        }
-    }
     let cap = 200;
-    let opts = HostFsOptions {
-        max_inodes: Some(cap),
-        ..HostFsOptions::default()
-    };
-    let vfs = Vfs::new(HostFs::new(&s.0, opts).unwrap());
+    let (s, vfs) = scratch::capped_tree("capped", 4, 300, cap);
     let p = vfs.process(Creds::root());
     let mut peak = 0;
     for _ in 0..3 {

@@ -2,30 +2,8 @@
 //! evicted names are freed, and other tests' pins in the same process hold that back.
 
 use scalevfs::*;
-use std::path::PathBuf;
 
-/// A fresh host directory, removed at the end.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Scratch {
-        let base = if std::path::Path::new("/dev/shm").is_dir() {
-            "/dev/shm"
-        } else {
-            "/tmp"
-        };
-        let p = PathBuf::from(format!("{base}/scalevfs-trim-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod scratch;
 
 /// The inode cache is trimmed by number: the objects whose names the dentry cache's sweeps
 /// evicted go once their names' grace period has passed, and the inode cache's own sweep,
@@ -35,19 +13,8 @@ impl Drop for Scratch {
 /// budget now: directories this large against the cap keep it over, whatever it searches.)
 #[test]
 fn a_capped_cache_evicts_swept_objects_by_number() {
-    let s = Scratch::new();
-    for d in 0..8 {
-        std::fs::create_dir(s.0.join(format!("d{d}"))).unwrap();
-        for f in 0..500 {
-            std::fs::write(s.0.join(format!("d{d}/f{f}")), b"").unwrap();
-        }
-    }
     let cap = 1000;
-    let opts = HostFsOptions {
-        max_inodes: Some(cap),
-        ..HostFsOptions::default()
-    };
-    let vfs = Vfs::new(HostFs::new(&s.0, opts).unwrap());
+    let (_dir, vfs) = scratch::capped_tree("by-number", 8, 500, cap);
     let p = vfs.process(Creds::root());
     let mut peak = 0;
     for _ in 0..4 {
