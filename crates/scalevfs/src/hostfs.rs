@@ -308,8 +308,6 @@ struct Swept {
     /// Numbers whose grace period has ended, oldest first, with how many trims found each
     /// still in use (its name's free not run yet, or a new name).
     ready: Vec<(u64, u8)>,
-    /// How many numbers `waiting` holds.
-    in_wait: usize,
 }
 
 /// How many trims look again at a swept number that they found still in use.
@@ -318,10 +316,20 @@ const SWEPT_TRIES: u8 = 2;
 impl Swept {
     /// Moves the numbers whose grace period has ended to `ready`.
     fn ripen(&mut self) {
-        for b in self.waiting.collect() {
-            self.in_wait -= b.len();
+        let batches = self.waiting.collect();
+        self.add_ready(batches);
+    }
+
+    /// Appends `batches` (whose grace period has ended) to `ready`, untried.
+    fn add_ready(&mut self, batches: Vec<Vec<u64>>) {
+        for b in batches {
             self.ready.extend(b.into_iter().map(|i| (i, 0)));
         }
+    }
+
+    /// How many numbers it holds, waiting or ready.
+    fn len(&self) -> usize {
+        self.waiting.waiting() + self.ready.len()
     }
 }
 
@@ -563,7 +571,7 @@ impl HostFs {
                 rest.truncate(cap);
                 sw.ready = rest;
             }
-            sw.in_wait + sw.ready.len()
+            sw.len()
         };
         // The inode cache's own sweep only for what the swept numbers cannot account for
         // (objects that lost their last user otherwise: a close, a forgotten name), and on
@@ -993,16 +1001,12 @@ impl FileSystem for HostFs {
         };
         let sw = &mut *self.swept.lock();
         sw.ripen();
-        let room = cap.saturating_sub(sw.in_wait + sw.ready.len());
+        let room = cap.saturating_sub(sw.len());
         let batch: Vec<u64> = inos.into_iter().take(room).collect();
-        sw.in_wait += batch.len();
         // After the sweep's frees were deferred (on this thread): its marker runs after
         // their grace period.
         let ready = sw.waiting.retire(batch, &crossbeam_epoch::pin());
-        for b in ready {
-            sw.in_wait -= b.len();
-            sw.ready.extend(b.into_iter().map(|i| (i, 0)));
-        }
+        sw.add_ready(ready);
     }
 
     fn forget_name(&self, dir: &Inode, name: &[u8], victim: &Inode) {

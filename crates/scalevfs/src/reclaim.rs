@@ -97,8 +97,7 @@ impl<T: Send + 'static> OwnerReclaim<T> {
         self.pending.drain(..k).map(|(_, b)| b).collect()
     }
 
-    /// How many items wait for their grace period.
-    #[cfg(test)]
+    /// How many items wait for their grace period (one step per waiting batch).
     pub fn waiting(&self) -> usize {
         self.pending.iter().map(|(_, b)| b.len()).sum()
     }
