@@ -122,7 +122,8 @@
 //! # Lock order
 //! `SuperBlock::rename_lock` is taken before any directory lock (see `process`), and is
 //! dropped before a rename waits for a directory's load. A loader holds no lock while the
-//! file system answers. A waiter checks `loading` under its wait queue's lock, taking the
+//! file system answers, and, inside a path operation, no epoch guard either: the load is
+//! recorded and made between the operation's attempts (`unpin`; `SuperBlock::load`). A waiter checks `loading` under its wait queue's lock, taking the
 //! directory lock inside it (wait queue, then directory); a loader never holds the
 //! directory lock while it takes the wait queue's. The negative-entry count is striped
 //! and its verdict cached in an atomic flag that each thread re-checks every `NEG_RECHECK`
@@ -152,6 +153,7 @@ use crate::name::scan;
 use crate::sync::StripedCounter;
 use crate::sync::{Mutex, MutexGuard};
 use crate::types::{StatFs, Timespec, XattrFlags};
+use crate::unpin::{self, Call};
 use std::cell::Cell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
@@ -923,13 +925,15 @@ impl SuperBlock {
     /// Errors: the load's.
     #[inline(always)]
     pub(crate) fn lock_dir<'i>(
-        &self,
+        self: &Arc<Self>,
         d: DPtr<'_>,
         inode: &Inode,
         m: &'i Mutex<DirState>,
     ) -> Result<MutexGuard<'i, DirState>> {
-        // With no lock held yet: the place to make room (memfs has no cap: one branch).
-        if self.max_dentries.is_some() {
+        // With no lock held yet: the place to make room (memfs has no cap: one branch). Not
+        // in an operation that started again after loading with no guard pinned (see
+        // `unpin::restarted`): what it loaded must still be there when it gets to it.
+        if self.max_dentries.is_some() && !unpin::restarted() {
             self.shrink();
         }
         let st = m.lock();
@@ -944,7 +948,7 @@ impl SuperBlock {
     #[cold]
     #[inline(never)]
     fn lock_loaded<'i>(
-        &self,
+        self: &Arc<Self>,
         d: DPtr<'_>,
         inode: &Inode,
         m: &'i Mutex<DirState>,
@@ -1010,9 +1014,52 @@ impl SuperBlock {
     /// so the answer is installed as given. A failed (or panicked) load leaves the
     /// directory as it was and wakes the waiters; one of them loads again.
     ///
+    /// Inside an operation that may start again (`unpin`), the call is not made here: it
+    /// is recorded, with counts on `d`, `inode` and this file system, and made once the
+    /// operation has let its guard go; this returns `Errno::RESTART`. A directory this
+    /// operation loaded or revalidated already counts as fresh, whatever its deadline.
+    ///
     /// Errors: the file system's (see [`FileSystem::load_dir`]).
     #[cold]
-    pub(crate) fn load(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+    pub(crate) fn load(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+        let fresh = unpin::is_fresh(inode);
+        if fresh {
+            let m = inode.dir().ok_or(Errno::ENOTDIR)?;
+            let st = m.lock();
+            if Self::settled(&st) && !st.stale {
+                return Ok(());
+            }
+        }
+        match unpin::defer(|| self.load_call(d, inode)) {
+            Some(e) => Err(e),
+            None => self.load_now(d, inode, fresh),
+        }
+    }
+
+    /// [`SuperBlock::load`] of `d` as a call for after the guard, holding what it needs;
+    /// `None` if `d` died, or no longer has `inode` (then the load, made in place, finds
+    /// out).
+    fn load_call(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode) -> Option<Call> {
+        let held = DRef::try_get(d)?;
+        let object = d.inode_arc(&crossbeam_epoch::pin())?;
+        if !std::ptr::eq(&*object, inode) {
+            return None;
+        }
+        let fs = self.clone();
+        Some(Call::new(object, move |inode, first| {
+            // Room first, as `lock_dir` makes it before a load in place (the attempts after
+            // this call do not sweep, see `unpin::restarted`).
+            if first {
+                fs.shrink();
+            }
+            fs.load_now(held.ptr(), inode, false)?;
+            Ok(true)
+        }))
+    }
+
+    /// [`SuperBlock::load`], made now; `fresh`: this operation revalidated `inode`
+    /// already, so its deadline counts as met.
+    fn load_now(&self, d: DPtr<'_>, inode: &Inode, fresh: bool) -> Result<()> {
         let m = inode.dir().ok_or(Errno::ENOTDIR)?;
         // The caller found `d` under a guard, or under a lock it has let go: a change may
         // have dropped it since (an rmdir, a revalidation that found its name gone) and,
@@ -1030,7 +1077,7 @@ impl SuperBlock {
                     st.loading = true;
                     break (false, false);
                 }
-                if self.ttl.is_none() || !self.due(&st, inode) {
+                if self.ttl.is_none() || (fresh && !st.stale) || !self.due(&st, inode) {
                     return Ok(());
                 }
                 st.loading = true;
@@ -1452,7 +1499,7 @@ impl SuperBlock {
     /// Makes sure the directory `d` is loaded (see [`SuperBlock::load`]), for callers
     /// that lock several directories at once.
     #[inline]
-    pub(crate) fn ensure_loaded(&self, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+    pub(crate) fn ensure_loaded(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode) -> Result<()> {
         if self.needs_load(inode) {
             self.load(d, inode)?;
         }
@@ -1570,6 +1617,20 @@ mod tests {
         /// The next load of this directory says it started, checks that the directory's
         /// lock is free, then waits for the receiver.
         hold: Mutex<Option<Hold>>,
+        /// Listings and revalidations asked with an epoch guard pinned on the caller's
+        /// thread.
+        pinned: AtomicUsize,
+        /// Revalidations asked (directories and attributes).
+        revalidations: AtomicUsize,
+    }
+
+    impl Probe {
+        /// Counts a call, and whether it came with a guard pinned.
+        fn call(&self) {
+            if crossbeam_epoch::is_pinned() {
+                self.pinned.fetch_add(1, SeqCst);
+            }
+        }
     }
 
     /// A held load: the directory, where it says it started, what lets it go on.
@@ -1632,7 +1693,18 @@ mod tests {
             )))
         }
         test_fs_accounting!();
+        fn revalidate_dir(&self, _: &Inode, _: bool) -> Result<Option<Listing>> {
+            self.probe.call();
+            self.probe.revalidations.fetch_add(1, SeqCst);
+            Ok(None)
+        }
+        fn revalidate_attr(&self, _: &Inode, _: &[u8], _: &Inode) -> Result<bool> {
+            self.probe.call();
+            self.probe.revalidations.fetch_add(1, SeqCst);
+            Ok(true)
+        }
         fn load_dir(&self, dir: &Inode) -> Result<Listing> {
+            self.probe.call();
             *self.probe.loads.lock().entry(dir.ino).or_default() += 1;
             let fault = self.probe.fault.lock().take_if(|(ino, _)| *ino == dir.ino);
             match fault {
@@ -1670,22 +1742,20 @@ mod tests {
     }
 
     fn tree() -> (Arc<Vfs>, Arc<Probe>) {
-        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
-        tree_of(
-            HashMap::from([
-                (ROOT, vec![("a", A, dir), ("d", D, dir), ("s", S, dir)]),
-                (S, vec![("l", 12, S_IFLNK | 0o777)]),
-                (A, vec![("b", B, dir), ("x", 10, file)]),
-                (B, vec![("c", 11, file)]),
-                (D, vec![]),
-            ]),
-            None,
-        )
+        tree_ttl(None, None)
     }
 
     fn tree_of(
         dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
         max_dentries: Option<u64>,
+    ) -> (Arc<Vfs>, Arc<Probe>) {
+        tree_with(dirs, max_dentries, None)
+    }
+
+    fn tree_with(
+        dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
+        max_dentries: Option<u64>,
+        ttl: Option<std::time::Duration>,
     ) -> (Arc<Vfs>, Arc<Probe>) {
         let probe = Arc::new(Probe::default());
         let fs = TreeFs {
@@ -1697,9 +1767,28 @@ mod tests {
             hash_buckets: 256,
             max_negative: None,
             max_dentries,
-            ttl: None,
+            ttl,
         };
         (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
+    }
+
+    /// The tree of [`tree`], capped at `max_dentries`, with a TTL.
+    fn tree_ttl(
+        max_dentries: Option<u64>,
+        ttl: Option<std::time::Duration>,
+    ) -> (Arc<Vfs>, Arc<Probe>) {
+        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
+        tree_with(
+            HashMap::from([
+                (ROOT, vec![("a", A, dir), ("d", D, dir), ("s", S, dir)]),
+                (S, vec![("l", 12, S_IFLNK | 0o777)]),
+                (A, vec![("b", B, dir), ("x", 10, file)]),
+                (B, vec![("c", 11, file)]),
+                (D, vec![]),
+            ]),
+            max_dentries,
+            ttl,
+        )
     }
 
     /// `/w0` .. `/w3`, each holding `f0` .. `f63` (files numbered `1000 * (w + 1) + f`)
@@ -1762,6 +1851,63 @@ mod tests {
         want.push("sub".into());
         want.sort();
         assert_eq!(names(&p, "/w2"), want);
+    }
+
+    /// Every call a path operation makes to the file system on its miss path (a listing,
+    /// and with a TTL a revalidation) is made with no epoch guard pinned (see `unpin`), for
+    /// reads and changes alike, with a TTL of zero (every use revalidates) and with a cap
+    /// that has sweeps unload directories between uses; and the answers are right.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "a few hundred operations; `unpin` is covered by its own tests"
+    )]
+    fn the_miss_path_calls_the_file_system_with_no_guard_pinned() {
+        use crate::OFlags;
+        for (cap, ttl) in [
+            (None, None),
+            (Some(2), None),
+            (None, Some(std::time::Duration::ZERO)),
+            (Some(2), Some(std::time::Duration::ZERO)),
+        ] {
+            let (vfs, probe) = tree_ttl(cap, ttl);
+            let p = vfs.process(Creds::root());
+            for round in 0..3 {
+                assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+                assert_eq!(p.stat("/s/l/c").unwrap().ino, 11);
+                assert_eq!(p.readlink("/s/l").unwrap(), LINK_TARGET);
+                assert_eq!(p.stat("/a/nope").unwrap_err(), Errno::ENOENT);
+                assert_eq!(p.stat("/a/x/y").unwrap_err(), Errno::ENOTDIR);
+                p.access("/a/x", crate::Access::R_OK).unwrap();
+                let fd = p.open("/a/b/c", OFlags::RDONLY, 0).unwrap();
+                p.close(fd).unwrap();
+                // Changes (in directories loaded once: the test's table does not hold
+                // what the engine creates, so a capped cache would lose it).
+                if cap.is_some() {
+                    crate::clear_thread_cache();
+                    continue;
+                }
+                let new = format!("/d/n{round}");
+                p.mkdir(&new, 0o755).unwrap();
+                p.rename(&new, "/a/b/m").unwrap();
+                p.rmdir("/a/b/m").unwrap();
+                let f = p
+                    .open("/d/f", OFlags::CREAT | OFlags::WRONLY, 0o644)
+                    .unwrap();
+                p.close(f).unwrap();
+                p.unlink("/d/f").unwrap();
+                crate::clear_thread_cache();
+            }
+            let loads: usize = probe.loads.lock().values().sum();
+            let revalidations = probe.revalidations.load(SeqCst);
+            assert!(loads >= 4, "{cap:?} {ttl:?}: {loads} loads");
+            assert!(ttl.is_none() || revalidations > 0, "{cap:?} {ttl:?}");
+            assert_eq!(
+                probe.pinned.load(SeqCst),
+                0,
+                "{cap:?} {ttl:?}: calls made pinned, of {loads} loads and {revalidations} revalidations"
+            );
+        }
     }
 
     /// Without a cap nothing is ever evicted, and each directory is loaded once.

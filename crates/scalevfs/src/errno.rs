@@ -77,6 +77,12 @@ errnos! {
 }
 
 impl Errno {
+    /// Internal: the operation is to start again once its guard is let go, to make a call
+    /// of the file system's with no guard pinned (see `unpin`). Never returned to a caller:
+    /// `unpin::run` consumes it. Linux's kernel-internal `ERESTARTSYS` has the same number
+    /// and the same kind of use.
+    pub(crate) const RESTART: Errno = Errno(512);
+
     /// Wraps a raw Linux errno value.
     pub const fn from_raw(raw: i32) -> Errno {
         Errno(raw)

@@ -42,6 +42,7 @@ mod process;
 mod reclaim;
 pub mod sync;
 mod types;
+mod unpin;
 mod walk;
 
 /// The README's examples, compiled and run as doc tests.

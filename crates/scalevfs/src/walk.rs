@@ -20,6 +20,12 @@
 //! is valid when it is made; nothing is held between steps but the epoch guard. On a file
 //! system with a TTL, whatever is past its deadline is revalidated before it is used.
 //!
+//! A lookup that needs the file system (a directory to load, attributes to revalidate)
+//! does not ask it under the guard when its operation can start again (`unpin`): it
+//! records the call and fails with `Errno::RESTART`, which every caller passes up
+//! unchanged; the operation lets its guard go, the call is made, and the operation runs
+//! again. Check mode's comparison walks (`unpin::aside`) make their calls in place.
+//!
 //! # Falling back
 //! The fast walk never guesses. Whenever a counter moved, a chain lookup missed, or a
 //! writer is active, it returns [`Fail::Retry`], and [`retry`] (or [`with_walk`]) runs the
@@ -57,6 +63,7 @@ use crate::name::{check_len, scan, Component};
 use crate::sync::effects;
 use crate::types::limits::MAXSYMLINKS;
 use crate::types::Creds;
+use crate::unpin::{self, Call};
 use crate::Vfs;
 use crossbeam_epoch::Guard;
 use std::sync::atomic::Ordering::Acquire;
@@ -437,7 +444,7 @@ fn walk_inner<'a, 'g: 'a>(
             }
             if child.mnt.fs.revalidates() {
                 *volatile = true;
-                fresh(child, Some((dir, c.bytes)), locked, &mut now)?;
+                fresh(child, pos.inode.zip(Some(c.bytes)), locked, &mut now)?;
             }
             return Ok(Found::Final(child));
         }
@@ -453,16 +460,21 @@ fn walk_inner<'a, 'g: 'a>(
 /// always found by a name). A name that now names another object (or nothing) marks the
 /// directory stale, and the walk runs again: the directory's next lock lists it again, and
 /// replaces or forgets that name. A file system without a TTL: nothing to do.
+///
+/// Either call asks the file system: inside an operation that may start again it is made
+/// once the guard is let go (`unpin`), and what it refreshed counts as fresh for the rest
+/// of the operation.
 fn fresh(
     p: Pos<'_>,
-    parent: Option<(&Inode, &[u8])>,
+    parent: Option<(IPtr<'_>, &[u8])>,
     locked: bool,
     now: &mut Option<u32>,
 ) -> Result<(), Fail> {
     let fs = &p.mnt.fs;
-    let Some(inode) = p.inode.map(IPtr::get) else {
+    let Some(iptr) = p.inode else {
         return Ok(());
     };
+    let inode = iptr.get();
     if !fs.expired(inode, now) {
         return Ok(());
     }
@@ -471,8 +483,24 @@ fn fresh(
     }
     match parent {
         Some((dir, name)) if !inode.is_dir() => {
-            if !fs.revalidate_attr(dir, name, inode)? {
-                fs.mark_stale(dir);
+            let call = || {
+                let (fs, dir, name) = (fs.clone(), dir.arc(), Box::<[u8]>::from(name));
+                Some(Call::new(iptr.arc(), move |inode, _| {
+                    let fresh = fs.revalidate_attr(&dir, &name, inode)?;
+                    if !fresh {
+                        fs.mark_stale(&dir);
+                    }
+                    Ok(fresh)
+                }))
+            };
+            if unpin::is_fresh(inode) {
+                return Ok(());
+            }
+            if let Some(e) = unpin::defer(call) {
+                return Err(Fail::Err(e));
+            }
+            if !fs.revalidate_attr(dir.get(), name, inode)? {
+                fs.mark_stale(dir.get());
                 return Err(Fail::Retry);
             }
         }
@@ -672,7 +700,7 @@ pub(crate) fn with_walk<T: PartialEq + std::fmt::Debug>(
         Err(Fail::Err(e)) => Err(e),
         Ok(v) => Ok(v),
     };
-    compare(vfs, before, &fast, op(true));
+    compare(vfs, before, &fast, unpin::aside(|| op(true)));
     fast
 }
 
@@ -686,10 +714,15 @@ pub(crate) fn compare<T: PartialEq + std::fmt::Debug>(
 ) {
     let locked = match locked {
         Ok(v) => Ok(v),
+        // A walk that stopped to load with no guard pinned (see `unpin`) gave no answer.
+        Err(Fail::Err(Errno::RESTART)) => return,
         Err(Fail::Err(e)) => Err(e),
         // What the locked walk found went away meanwhile: a mutation happened.
         Err(Fail::Retry) => return,
     };
+    if *fast == Err(Errno::RESTART) {
+        return;
+    }
     let unchanged = before.is_some() && effects::reading() == before;
     if unchanged && *fast != locked {
         vfs.record_check_failure();

@@ -223,32 +223,33 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let (path, hash) = cpath_hashed(path.as_ref())?;
-        let real;
-        let g = crossbeam_epoch::pin();
-        let creds = self.creds_ref(&g);
-        let creds = if flags.contains(AtFlags::EACCESS)
-            || (creds.ruid == creds.uid && creds.rgid == creds.gid)
-        {
-            creds
-        } else {
-            real = Creds {
-                uid: creds.ruid,
-                gid: creds.rgid,
-                ..creds.clone()
-            };
-            &real
+        // Linux checks with the real ids unless AT_EACCESS asks for the effective ones.
+        let checked = |creds: &Creds| {
+            (!flags.contains(AtFlags::EACCESS)
+                && (creds.ruid != creds.uid || creds.rgid != creds.gid))
+                .then(|| Creds {
+                    uid: creds.ruid,
+                    gid: creds.rgid,
+                    ..creds.clone()
+                })
         };
         if path.is_empty() {
+            let g = crossbeam_epoch::pin();
+            let creds = self.creds_ref(&g);
+            let real = checked(creds);
+            let creds = real.as_ref().unwrap_or(creds);
             return self.empty_path(dirfd, flags, |f| {
                 Self::may_access(f.inode, &f.mnt.fs, creds, mode)
             });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
+        // The credentials come from the operation's own guard (`at`), which it lets go
+        // between attempts (see `unpin`).
         self.at(dirfd, path, |cx, start| {
-            let creds_id = if std::ptr::eq(creds, cx.creds) {
-                cx.creds_id
-            } else {
-                0
+            let real = checked(cx.creds);
+            let (creds, creds_id) = match &real {
+                Some(r) => (r, 0),
+                None => (cx.creds, cx.creds_id),
             };
             let cx = Ctx {
                 creds,
@@ -315,11 +316,15 @@ impl Process {
             let creds = self.creds_ref(&g).clone();
             return self.empty_path(dirfd, flags, |of| f(of.inode, &of.mnt.fs, &creds, of.data));
         }
+        let mut f = Some(f);
         self.at(dirfd, path, |cx, start| {
             let (p, _hold) =
                 Self::resolve(cx, start, path, !flags.contains(AtFlags::SYMLINK_NOFOLLOW))?;
             let inode = p.inode.ok_or(Errno::ENOENT)?.arc();
-            f(&inode, &p.mnt.fs, cx.creds, None)
+            // Reached once: an attempt that gets here does not start again (what `f` asks
+            // of the file system it asks in place).
+            let f = f.take().expect("`at` runs an attempt after a complete one");
+            crate::unpin::aside(|| f(&inode, &p.mnt.fs, cx.creds, None))
         })
     }
 

@@ -673,11 +673,27 @@ impl Process {
     }
 
     /// Runs `f` with a walk context and the start position for `path` relative to `dirfd`.
+    ///
+    /// `f` may run more than once: when its walk needs the file system (a directory to
+    /// load, attributes to revalidate), it stops with `Errno::RESTART` and is run again
+    /// once the call is made, with no guard pinned (see `unpin`). Everything `f` changes
+    /// follows its walks and its directory locks, so a stopped attempt changed nothing.
     fn at<R>(
         &self,
         dirfd: impl Desc,
         path: &[u8],
-        f: impl FnOnce(&Ctx<'_>, Start<'_>) -> Result<R>,
+        mut f: impl FnMut(&Ctx<'_>, Start<'_>) -> Result<R>,
+    ) -> Result<R> {
+        crate::unpin::run(|| self.at_once(dirfd, path, &mut f))
+    }
+
+    /// One attempt of [`Process::at`], under its own guard.
+    #[inline(always)]
+    fn at_once<R>(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        f: &mut impl FnMut(&Ctx<'_>, Start<'_>) -> Result<R>,
     ) -> Result<R> {
         let guard = crossbeam_epoch::pin();
         let (ctx, _cwd) = self.held_ctx(&guard);
@@ -747,21 +763,24 @@ impl Process {
             .map(|p| summary(&p.pos, &p.last, p.trailing))
             .map_err(|e| *e);
         let mut l2 = base;
-        let locked = start.pos(true, cx.guard).and_then(|sp| {
-            walk::walk(
-                cx,
-                sp,
-                path,
-                Flags {
-                    follow: false,
-                    parent: true,
-                },
-                true,
-                &mut l2,
-            )
-            .map(|w| match w.found {
-                Found::Parent(p, l, t) => summary(&p, &l, t),
-                Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        // Unarmed: a load this walk needs is made in place (see `unpin`).
+        let locked = crate::unpin::aside(|| {
+            start.pos(true, cx.guard).and_then(|sp| {
+                walk::walk(
+                    cx,
+                    sp,
+                    path,
+                    Flags {
+                        follow: false,
+                        parent: true,
+                    },
+                    true,
+                    &mut l2,
+                )
+                .map(|w| match w.found {
+                    Found::Parent(p, l, t) => summary(&p, &l, t),
+                    Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+                })
             })
         });
         walk::compare(cx.vfs, before, &fast, locked);

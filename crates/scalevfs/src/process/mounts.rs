@@ -48,7 +48,7 @@ impl Process {
             let root = fs.root().clone();
             let m = Arc::new(Mount::new(
                 self.vfs.next_mount_id(),
-                fs,
+                fs.clone(),
                 root,
                 Some((p.mnt.clone(), d.clone())),
             ));
