@@ -1902,6 +1902,12 @@ mod tests {
             let revalidations = probe.revalidations.load(SeqCst);
             assert!(loads >= 4, "{cap:?} {ttl:?}: {loads} loads");
             assert!(ttl.is_none() || revalidations > 0, "{cap:?} {ttl:?}");
+            // Every call was made between attempts, and counted.
+            assert_eq!(
+                vfs.stats().unpinned_calls as usize,
+                loads + revalidations,
+                "{cap:?} {ttl:?}"
+            );
             assert_eq!(
                 probe.pinned.load(SeqCst),
                 0,

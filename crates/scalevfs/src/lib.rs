@@ -122,10 +122,11 @@ impl std::fmt::Display for VfsStats {
         let r = &self.root_fs;
         write!(
             f,
-            "fast_walk_fallbacks={} locked_rewalks={} inodes={} data_pages={} \
-             negative_entries={} hash_buckets={}",
+            "fast_walk_fallbacks={} locked_rewalks={} unpinned_calls={} inodes={} \
+             data_pages={} negative_entries={} hash_buckets={}",
             self.fast_walk_fallbacks,
             self.locked_rewalks,
+            self.unpinned_calls,
             r.inodes,
             r.data_pages,
             r.negative_entries,
@@ -148,6 +149,7 @@ impl std::fmt::Display for VfsStats {
 pub(crate) struct WalkCounters {
     pub(crate) fallbacks: StripedCounter,
     pub(crate) rewalks: StripedCounter,
+    pub(crate) unpinned: StripedCounter,
 }
 
 /// What a namespace has done and holds (sums of per-thread stripes, read without stopping
@@ -160,6 +162,10 @@ pub struct VfsStats {
     /// Locked walks run again because what they found went away before the call took its
     /// reference.
     pub locked_rewalks: u64,
+    /// Calls to a file system (directory listings, revalidations) that path calls made
+    /// between their attempts, with no epoch guard pinned: each one is a call that started
+    /// again once it was made.
+    pub unpinned_calls: u64,
     /// The root file system's figures.
     pub root_fs: FsStats,
 }
@@ -220,6 +226,7 @@ impl Vfs {
         VfsStats {
             fast_walk_fallbacks: self.counters.fallbacks.sum().max(0) as u64,
             locked_rewalks: self.counters.rewalks.sum().max(0) as u64,
+            unpinned_calls: self.counters.unpinned.sum().max(0) as u64,
             root_fs: self.root_mnt.fs.stats(),
         }
     }

@@ -154,12 +154,13 @@ pub(crate) fn defer(make: impl FnOnce() -> Option<Call>) -> Option<Errno> {
 }
 
 /// Runs `attempt` until it ends without asking for a call (see the module docs): between
-/// attempts, with no guard of `attempt`'s pinned, makes the call it recorded. The result
+/// attempts, with no guard of `attempt`'s pinned, makes the call it recorded, and counts
+/// it with `count`. The result
 /// is `attempt`'s, or the call's error. An attempt that recorded a call and still
 /// succeeded (a check-mode comparison that swallowed its restart) keeps its result; the
 /// call is made anyway, as a cache fill.
 #[inline(always)]
-pub(crate) fn run<R>(mut attempt: impl FnMut() -> Result<R>) -> Result<R> {
+pub(crate) fn run<R>(mut attempt: impl FnMut() -> Result<R>, count: impl FnMut()) -> Result<R> {
     let slot = Slot {
         call: Cell::new(None),
         fresh: std::ptr::null(),
@@ -171,14 +172,19 @@ pub(crate) fn run<R>(mut attempt: impl FnMut() -> Result<R>) -> Result<R> {
     // Moved out, so that nothing is left to drop in the common case.
     match slot.call.into_inner() {
         None => r,
-        Some(call) => again(call, r, attempt),
+        Some(call) => again(call, r, attempt, count),
     }
 }
 
 /// [`run`] after its first attempt recorded `call`.
 #[cold]
 #[inline(never)]
-fn again<R>(mut call: Call, mut r: Result<R>, mut attempt: impl FnMut() -> Result<R>) -> Result<R> {
+fn again<R>(
+    mut call: Call,
+    mut r: Result<R>,
+    mut attempt: impl FnMut() -> Result<R>,
+    mut count: impl FnMut(),
+) -> Result<R> {
     let fresh = RefCell::new(Vec::new());
     let slot = Slot {
         call: Cell::new(None),
@@ -187,6 +193,7 @@ fn again<R>(mut call: Call, mut r: Result<R>, mut attempt: impl FnMut() -> Resul
     let mut rounds = 0;
     loop {
         let made = (call.make)(&call.object, rounds == 0);
+        count();
         if r.as_ref().err() != Some(&Errno::RESTART) {
             return r;
         }
@@ -228,6 +235,21 @@ mod tests {
         Arc::new(Inode::new(2, 0o10644, 0, 0, 0, Contents::Special, now))
     }
 
+    /// [`run`], checking that it counts each call it makes once (in `made` of the tests'
+    /// calls).
+    fn go<R>(attempt: impl FnMut() -> Result<R>) -> Result<R> {
+        let before = MADE.with(Cell::get);
+        let counted = Cell::new(0);
+        let r = run(attempt, || counted.set(counted.get() + 1));
+        assert_eq!(counted.get(), MADE.with(Cell::get) - before);
+        r
+    }
+
+    thread_local! {
+        /// Calls made by this thread's tests (their `make` closures).
+        static MADE: Cell<u32> = const { Cell::new(0) };
+    }
+
     /// An attempt that needs a call on `o` unless it is fresh: records it (counting it in
     /// `made`) if armed, else makes it in place (counted in `in_place`).
     fn needs(o: &Arc<Inode>, made: &Rc<Cell<u32>>, in_place: &Cell<u32>) -> Result<()> {
@@ -237,6 +259,7 @@ mod tests {
         let m = made.clone();
         let call = || {
             Some(Call::new(o.clone(), move |_, _| {
+                MADE.with(|c| c.set(c.get() + 1));
                 m.set(m.get() + 1);
                 Ok(true)
             }))
@@ -256,7 +279,7 @@ mod tests {
         let made = Rc::new(Cell::new(0));
         let in_place = Cell::new(0);
         let mut attempts = 0;
-        let r = run(|| {
+        let r = go(|| {
             attempts += 1;
             assert!(!ARMED.with(Cell::get).is_null());
             needs(&o, &made, &in_place)?;
@@ -274,7 +297,7 @@ mod tests {
         let made = Rc::new(Cell::new(0));
         let in_place = Cell::new(0);
         let mut attempts = 0;
-        run(|| {
+        go(|| {
             attempts += 1;
             // Swallows its restart (as a buggy caller would); the next need fails the
             // same way instead of recording another call.
@@ -290,7 +313,7 @@ mod tests {
         let made = Rc::new(Cell::new(0));
         let in_place = Cell::new(0);
         let mut attempts = 0;
-        run(|| {
+        go(|| {
             attempts += 1;
             // A new object each time: never fresh (a sweep unloading it again).
             needs(&object(), &made, &in_place)
@@ -303,9 +326,13 @@ mod tests {
     #[test]
     fn a_failed_call_fails_the_operation_and_aside_is_unarmed() {
         let o = object();
-        let r: Result<()> = run(|| {
+        let r: Result<()> = go(|| {
             assert!(aside(|| ARMED.with(Cell::get).is_null()));
-            match defer(|| Some(Call::new(o.clone(), |_, _| Err(Errno::EIO)))) {
+            let fail = |_: &Inode, _| {
+                MADE.with(|c| c.set(c.get() + 1));
+                Err(Errno::EIO)
+            };
+            match defer(|| Some(Call::new(o.clone(), fail))) {
                 Some(e) => Err(e),
                 None => Ok(()),
             }
@@ -318,13 +345,18 @@ mod tests {
         let o = object();
         let made = Rc::new(Cell::new(0));
         let in_place = Cell::new(0);
-        run(|| {
-            let outer = ARMED.with(Cell::get);
-            run(|| needs(&o, &made, &in_place))?;
-            assert_eq!(ARMED.with(Cell::get), outer);
-            Ok(())
-        })
+        // The outer operation makes no call of its own: the inner one makes and counts it.
+        let outer_calls = Cell::new(0);
+        run(
+            || {
+                let outer = ARMED.with(Cell::get);
+                go(|| needs(&o, &made, &in_place))?;
+                assert_eq!(ARMED.with(Cell::get), outer);
+                Ok(())
+            },
+            || outer_calls.set(outer_calls.get() + 1),
+        )
         .unwrap();
-        assert_eq!(made.get(), 1);
+        assert_eq!((made.get(), outer_calls.get()), (1, 0));
     }
 }

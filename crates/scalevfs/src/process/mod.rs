@@ -684,7 +684,10 @@ impl Process {
         path: &[u8],
         mut f: impl FnMut(&Ctx<'_>, Start<'_>) -> Result<R>,
     ) -> Result<R> {
-        crate::unpin::run(|| self.at_once(dirfd, path, &mut f))
+        crate::unpin::run(
+            || self.at_once(dirfd, path, &mut f),
+            || self.vfs.counters.unpinned.add(1),
+        )
     }
 
     /// One attempt of [`Process::at`], under its own guard.

@@ -154,20 +154,23 @@ impl Target for Engine {
 
     fn cache_counters(&self) -> Option<String> {
         self._host.as_ref()?;
-        let fs = self._vfs.stats().root_fs;
+        let stats = self._vfs.stats();
+        let fs = stats.root_fs;
         let c = fs.inode_cache?;
         let per = |n: u64| n as f64 / c.loads.max(1) as f64;
         Some(format!(
             "inode cache: {} loads (inserts), {} evictions ({:.2} nodes searched per \
              eviction); per insert {:.2} shard-lock and {:.2} global-lock acquisitions; {} \
-             names swept; {} objects cached now",
+             names swept; {} objects cached now; {} host listings and revalidations made \
+             with no guard pinned",
             c.loads,
             c.evictions,
             c.searched as f64 / c.evictions.max(1) as f64,
             per(c.shard_locks),
             per(c.global_locks),
             fs.dentry_evictions,
-            fs.inodes
+            fs.inodes,
+            stats.unpinned_calls
         ))
     }
 
