@@ -2234,7 +2234,7 @@ mod loom_models {
 
     /// One caller: loads the root (as `how` says); `false` if it returned `Ok` without
     /// finding the directory loaded and `x` cached.
-    fn call(sb: &SuperBlock, how: Loader) -> bool {
+    fn call(sb: &Arc<SuperBlock>, how: Loader) -> bool {
         let root = sb.root().clone();
         let inode = root.ptr().get().inode_arc(&crossbeam_epoch::pin()).unwrap();
         let r = match how {
