@@ -3,6 +3,7 @@
 //! Afterwards every invariant of the tree must hold.
 
 mod race;
+mod scratch;
 
 use race::*;
 use scalevfs::*;
@@ -76,7 +77,11 @@ const UMOUNT: &[Errno] = &[Errno::ENOENT, Errno::ENOTDIR, Errno::EINVAL, Errno::
 /// among them, and open, chdir, mount and umount racing unlink and rmdir), in check mode
 /// if `check`; then every invariant of the tree must hold.
 fn run(threads: usize, iters: usize, check: bool) {
-    let vfs = Vfs::new_memfs();
+    run_on(Vfs::new_memfs(), threads, iters, check);
+}
+
+/// [`run`] on `vfs`.
+fn run_on(vfs: Arc<Vfs>, threads: usize, iters: usize, check: bool) {
     vfs.set_check_mode(check);
     let p0 = vfs.process(Creds::root());
     p0.symlink("/a/b", "/s").unwrap();
@@ -235,6 +240,39 @@ fn racing_renames_check_mode() {
 #[test]
 fn racing_renames_fast() {
     run(4, 50_000, false);
+}
+
+/// The same races over hostfs with a cache of four objects (names swept, and directories
+/// loaded again, all the time), and under the shared policy with a TTL of zero (every use
+/// revalidated): the walks that load and revalidate start their calls over with no guard
+/// pinned (`unpin`) while renames, removals and sweeps race them. In check mode.
+///
+/// Ignored until two findings are understood (`cargo test -p scalevfs --test stress --
+/// --ignored` runs it): in one of four runs in the `checked` profile a `mkdir` returned
+/// `ESTALE`, which Linux does not (not yet tried against the code before `unpin`); and a
+/// release run of 30,000 operations per thread did not finish in ten minutes, its last
+/// thread stuck in `check_tree`'s stats, each sweeping and reloading (nor did the code
+/// before `unpin` finish 30,000 in four minutes, in the `checked` profile). At 5,000
+/// operations it passed three times in release and three times in `checked` since.
+#[test]
+#[ignore = "an intermittent ESTALE from mkdir and a run that does not finish: see the doc"]
+fn racing_renames_over_hostfs_check_mode() {
+    for policy in [
+        HostPolicy::Exclusive,
+        HostPolicy::Shared {
+            ttl: Duration::ZERO,
+        },
+    ] {
+        let dir = scratch::Scratch::new("stress");
+        let opts = HostFsOptions {
+            max_inodes: Some(4),
+            policy,
+            ..HostFsOptions::default()
+        };
+        let vfs = Vfs::new(HostFs::new(&dir.0, opts).unwrap());
+        run_on(vfs.clone(), 4, 5_000, true);
+        assert!(vfs.stats().unpinned_calls > 0, "{policy:?}");
+    }
 }
 
 /// Readers stat a path that renames keep swapping: every successful stat sees one of the
