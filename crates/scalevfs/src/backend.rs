@@ -1275,7 +1275,7 @@ impl SuperBlock {
 
     /// Refreshes the attributes of `inode` (of this file system, not a directory), found as
     /// `name` in `dir`, whose deadline passed (see [`FileSystem::revalidate_attr`]);
-    /// `false`: `dir` is stale.
+    /// `false`: `name` names another object now, and `dir` is marked stale.
     ///
     /// Errors: the file system's.
     #[cold]
@@ -1285,6 +1285,8 @@ impl SuperBlock {
         let fresh = self.ops.revalidate_attr(dir, name, inode).map_err(gone)?;
         if fresh {
             inode.set_valid_until(self.deadline(start).unwrap_or(0));
+        } else {
+            self.mark_stale(dir);
         }
         Ok(fresh)
     }

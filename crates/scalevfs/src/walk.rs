@@ -483,24 +483,19 @@ fn fresh(
     }
     match parent {
         Some((dir, name)) if !inode.is_dir() => {
-            let call = || {
-                let (fs, dir, name) = (fs.clone(), dir.arc(), Box::<[u8]>::from(name));
-                Some(Call::new(iptr.arc(), move |inode, _| {
-                    let fresh = fs.revalidate_attr(&dir, &name, inode)?;
-                    if !fresh {
-                        fs.mark_stale(&dir);
-                    }
-                    Ok(fresh)
-                }))
-            };
             if unpin::is_fresh(inode) {
                 return Ok(());
             }
+            let call = || {
+                let (fs, dir, name) = (fs.clone(), dir.arc(), Box::<[u8]>::from(name));
+                Some(Call::new(iptr.arc(), move |inode, _| {
+                    fs.revalidate_attr(&dir, &name, inode)
+                }))
+            };
             if let Some(e) = unpin::defer(call) {
                 return Err(Fail::Err(e));
             }
             if !fs.revalidate_attr(dir.get(), name, inode)? {
-                fs.mark_stale(dir.get());
                 return Err(Fail::Retry);
             }
         }
