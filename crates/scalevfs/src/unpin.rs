@@ -39,7 +39,9 @@
 //! # Fields outside locks
 //! `ARMED` is this thread's pointer to the running attempt's slot, or null. [`run`] sets
 //! it around each attempt and restores the previous value when the attempt ends, also by
-//! unwinding; the slot lives in `run`'s frame and only its thread touches it.
+//! unwinding; the slot lives in `run`'s (or `again`'s) frame and only its thread touches
+//! it. After a call, the attempts that follow neither sweep the dentry cache nor defer
+//! again for what the calls refreshed ([`restarted`], [`is_fresh`]).
 
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
@@ -155,10 +157,9 @@ pub(crate) fn defer(make: impl FnOnce() -> Option<Call>) -> Option<Errno> {
 
 /// Runs `attempt` until it ends without asking for a call (see the module docs): between
 /// attempts, with no guard of `attempt`'s pinned, makes the call it recorded, and counts
-/// it with `count`. The result
-/// is `attempt`'s, or the call's error. An attempt that recorded a call and still
-/// succeeded (a check-mode comparison that swallowed its restart) keeps its result; the
-/// call is made anyway, as a cache fill.
+/// it with `count`. The result is `attempt`'s, or the call's error. An attempt that
+/// recorded a call and still succeeded (a check-mode comparison that swallowed its
+/// restart) keeps its result; the call is made anyway, as a cache fill.
 #[inline(always)]
 pub(crate) fn run<R>(mut attempt: impl FnMut() -> Result<R>, count: impl FnMut()) -> Result<R> {
     let slot = Slot {
