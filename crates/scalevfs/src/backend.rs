@@ -846,6 +846,12 @@ impl SuperBlock {
     #[inline]
     pub(crate) fn release(&self, inode: &Inode) {
         if inode.release() {
+            // A name the engine still caches may link it, where the link count was
+            // storage's and another writer removed names behind the engine (see
+            // `Inode::drop_link`): its next use must ask storage, not serve this object.
+            if self.ttl.is_some() {
+                inode.set_valid_until(0);
+            }
             // No description is left to hold a lock; whatever a frontend owner left goes
             // with the inode, whose address may key a new one's (`filelock`, "Release").
             if inode.has_locks.load(std::sync::atomic::Ordering::Relaxed) {
@@ -1275,17 +1281,24 @@ impl SuperBlock {
 
     /// Refreshes the attributes of `inode` (of this file system, not a directory), found as
     /// `name` in `dir`, whose deadline passed (see [`FileSystem::revalidate_attr`]);
-    /// `false`: `name` names another object now, and `dir` is marked stale.
+    /// `false`: `name` names another object now, and `dir` is marked stale. An object the
+    /// engine evicted (see [`SuperBlock::release`]) is never fresh: whatever `name` names
+    /// on storage is loaded as a new object.
     ///
     /// Errors: the file system's.
     #[cold]
     pub(crate) fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
         let start = self.ticks();
         self.revalidations.fetch_add(1, Relaxed);
-        let fresh = self.ops.revalidate_attr(dir, name, inode).map_err(gone)?;
+        let mut fresh =
+            !inode.evicted() && self.ops.revalidate_attr(dir, name, inode).map_err(gone)?;
         if fresh {
             inode.set_valid_until(self.deadline(start).unwrap_or(0));
-        } else {
+            // Evicted meanwhile: the eviction's expiry may precede the deadline just set.
+            fresh = !inode.evicted();
+        }
+        if !fresh {
+            inode.set_valid_until(0);
             self.mark_stale(dir);
         }
         Ok(fresh)

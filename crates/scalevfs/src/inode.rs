@@ -768,6 +768,21 @@ impl Inode {
         n
     }
 
+    /// Takes one link away and sets ctime; `true` if that was the last (from one to none):
+    /// the caller gives the links' hold back. A count already at zero stays there and
+    /// answers `false`, so the hold is given back once: a file system that revalidates
+    /// refreshes the count from storage, and another writer may have removed names the
+    /// engine still caches, so the engine can unlink more names than its count says.
+    pub fn drop_link(&self, now: Timespec) -> bool {
+        let _g = self.attr_lock.lock();
+        self.seq.write_begin();
+        let n = self.nlink.load(Relaxed);
+        self.nlink.store(n.saturating_sub(1), Relaxed);
+        self.times.store(CTIME, now);
+        self.seq.write_end();
+        n == 1
+    }
+
     /// Adds a link unless the inode has none left (it was unlinked meanwhile), except for a
     /// linkable `O_TMPFILE` inode (`tmpfile`). Sets ctime. Returns whether it linked.
     pub fn link_if_alive(&self, tmpfile: bool, now: Timespec) -> bool {
@@ -885,5 +900,20 @@ mod layout_tests {
             "{}",
             size_of::<Inode>()
         );
+    }
+
+    /// Unlinks past the count (names a writer behind the engine removed, still cached)
+    /// give the links' hold back once: the count stays at zero and says so.
+    #[test]
+    fn the_last_link_goes_once() {
+        let t = Timespec { sec: 5, nsec: 0 };
+        let i = Inode::new(7, S_IFREG | 0o644, 0, 0, 0, Contents::Special, t);
+        i.add_links(1, None);
+        assert!(!i.drop_link(t));
+        assert!(i.drop_link(t));
+        assert!(!i.drop_link(t));
+        assert_eq!(i.nlink(), 0);
+        assert!(i.release());
+        assert!(!i.hold());
     }
 }

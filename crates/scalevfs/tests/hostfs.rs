@@ -21,7 +21,9 @@
 #![cfg(not(loom))]
 
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, ResolveFlags};
-use scalevfs::{Creds, Errno, HostFs, HostFsOptions, HostPolicy, OFlags as VO, Vfs, XattrFlags};
+use scalevfs::{
+    AtFlags as AtF, Creds, Errno, HostFs, HostFsOptions, HostPolicy, OFlags as VO, Vfs, XattrFlags,
+};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -1550,4 +1552,51 @@ fn a_closed_files_host_descriptor_closes_soon() {
     );
     p.close(fd).unwrap();
     all_closed("open, read, close");
+}
+
+/// A cached name can outlive its object under the shared policy: the engine's link count
+/// is the host's as last seen, and a name removed on the host may stay cached for its TTL.
+/// Here `a` and `b` are hard links; `b` goes on the host; a revalidation of `a` then sees
+/// one link, and the engine's unlink of `a` takes the count to 0, so the object is
+/// evicted while the stale name `b` still links it. Opening `b` (with and without
+/// `O_CREAT`) must ask the host again and answer as it does now (`b` is gone: `ENOENT`;
+/// `O_CREAT` makes a new file), never hang or panic.
+#[test]
+fn a_stale_name_of_an_evicted_object_is_looked_up_again() {
+    for creat in [false, true] {
+        let s = Scratch::new(&format!("stale-evicted-{creat}"));
+        let r = |x: &str| s.0.join(x);
+        std::fs::create_dir(r("d")).unwrap();
+        std::fs::write(r("d/a"), b"1").unwrap();
+        std::fs::hard_link(r("d/a"), r("d/b")).unwrap();
+        // Old enough a change time for `d`'s first listing to be trusted (see hostfs).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let vfs = serve_shared(&s.0, 200);
+        let p = vfs.process(Creds::root());
+        let d = p.open("/d", VO::RDONLY | VO::DIRECTORY, 0).unwrap();
+        let a = p.openat(d, "a", VO::RDONLY, 0).unwrap();
+        assert_eq!(p.fstatat(d, "b", AtF::SYMLINK_NOFOLLOW).unwrap().nlink, 2);
+        // Past the TTL, a walk through `d` revalidates its entries, unchanged on the
+        // host, without listing it: `d` is good for another TTL, the file is not.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(p.fstatat(d, "x", AtF::empty()).err(), Some(Errno::ENOENT));
+        std::fs::remove_file(r("d/b")).unwrap();
+        // `fstat` of the open `a` revalidates the file: one link.
+        assert_eq!(p.fstat(a).unwrap().nlink, 1);
+        p.close(a).unwrap();
+        p.unlinkat(d, "a", AtF::empty()).unwrap();
+        let r = if creat {
+            p.openat(d, "b", VO::RDWR | VO::CREAT, 0o644)
+        } else {
+            p.openat(d, "b", VO::RDONLY, 0)
+        };
+        match (creat, r) {
+            (false, Err(e)) => assert_eq!(e, Errno::ENOENT),
+            (true, Ok(fd)) => {
+                assert_eq!(p.fstat(fd).unwrap().nlink, 1);
+                p.close(fd).unwrap();
+            }
+            (_, r) => panic!("O_CREAT {creat}: {r:?}"),
+        }
+    }
 }

@@ -298,7 +298,7 @@ impl Process {
     /// One link of `victim` went away; with the last, so does the link's hold (the inode
     /// is evicted unless open).
     pub(super) fn drop_link(fs: &SuperBlock, victim: &Inode, t: Timespec) {
-        if victim.add_links(-1, Some(t)) == 0 {
+        if victim.drop_link(t) {
             fs.release(victim);
         }
     }

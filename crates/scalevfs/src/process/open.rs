@@ -162,8 +162,14 @@ impl Process {
         } else {
             None
         };
-        // Evicted since the walk found it (unlinked and closed): walk again.
-        OpenFile::new(p.mnt, dir, inode, flags).ok_or(Fail::Retry)
+        // Evicted since the walk found it (unlinked and closed): walk again. Under a TTL the
+        // name may still be cached (see `SuperBlock::release`): the next walk asks storage.
+        OpenFile::new(p.mnt, dir, inode.clone(), flags).ok_or_else(|| {
+            if p.mnt.fs.revalidates() {
+                inode.set_valid_until(0);
+            }
+            Fail::Retry
+        })
     }
 
     /// Linux `may_open` for an existing object.
@@ -268,9 +274,11 @@ impl Process {
         mode: u32,
     ) -> Result<OpenFile> {
         let mut links = 0;
+        let mut stale = 0;
         let mut start = start;
         let mut path: &[u8] = path;
-        // Restarted with a symlink body when the last component is a symlink to follow.
+        // Restarted with a symlink body when the last component is a symlink to follow, or
+        // after a stale name.
         loop {
             let par = Self::parent_of(cx, start, path, &mut links)?;
             let (parent, trailing) = (par.pos, par.trailing);
@@ -298,8 +306,20 @@ impl Process {
                     // Held under the directory lock, where the name still links it: a racing
                     // unlink cannot evict it any more. (With O_CREAT a directory is EISDIR
                     // below, so no dentry is needed.)
-                    let held = OpenFile::new(parent.mnt, None, ip.arc(), flags)
-                        .expect("a linked inode can be held");
+                    let Some(held) = OpenFile::new(parent.mnt, None, ip.arc(), flags) else {
+                        // Unless the link count was storage's and a writer behind the engine
+                        // removed names it still caches (see `Inode::drop_link`): the name
+                        // links an object the engine let go. Only a file system that
+                        // revalidates gets here; the directory is listed again.
+                        drop(st);
+                        debug_assert!(fs.revalidates(), "a linked inode was evicted");
+                        fs.mark_stale(dir_inode);
+                        stale += 1;
+                        if stale > STALE_RETRIES || !fs.revalidates() {
+                            return Err(Errno::ESTALE);
+                        }
+                        continue;
+                    };
                     drop(st);
                     if flags.contains(OFlags::EXCL) {
                         return Err(Errno::EEXIST);
