@@ -38,7 +38,9 @@
 //! `AT_SYMLINK_NOFOLLOW`, so that they are reached without `/proc` (a server may run
 //! chrooted). On an older host kernel those objects have none (`EOPNOTSUPP`). An open file
 //! whose last name went is reached by a descriptor kept from that removal to its eviction
-//! (`HostFs::kept`). What the host's file system keeps and refuses is its own: its sizes,
+//! (`HostFs::kept`), and opened again through it (`/proc/self/fd`) for a new description:
+//! one made from an `O_PATH` handle, or an open that took its hold just before a racing
+//! unlink took the name. What the host's file system keeps and refuses is its own: its sizes,
 //! `ENOSPC`, `EOPNOTSUPP` where it has no such namespace, and its list order.
 //!
 //! # Ownership
@@ -639,8 +641,6 @@ impl HostFs {
         Ok(out)
     }
 
-    /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
-    /// lookups that found it.
     /// Before the last known name of the open regular file `victim` goes: a descriptor of
     /// it, to keep until its eviction (see `kept`). `None` for anything else, or when the
     /// server may not open it.
@@ -671,13 +671,56 @@ impl HostFs {
         .ok()
     }
 
-    /// Keeps `fd` (from `to_keep`) for `victim`, whose last name just went.
-    fn keep(&self, victim: &Inode, fd: Option<OwnedFd>) {
-        if let Some(fd) = fd {
-            self.kept.lock().insert(victim as *const Inode as usize, fd);
+    /// A new descriptor of the open file `inode` for reading (or writing, if `write`),
+    /// by the descriptor kept since its last name went (see `kept`): reopened through
+    /// `/proc/self/fd`, which names that very object, as Linux reopens a file by its
+    /// magic link. `err` if none is kept (the file has another name the caller may find
+    /// again), or if `/proc` is not mounted.
+    fn reopen_kept(&self, inode: &Inode, write: bool, err: Errno) -> Result<OwnedFd> {
+        let fd = {
+            let kept = self.kept.lock();
+            let fd = kept.get(&(inode as *const Inode as usize)).ok_or(err)?;
+            // A copy, so that no lock is held across the host call.
+            rustix::io::dup(fd).map_err(host)?
+        };
+        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let open = |acc: OFlags| {
+            let flags = acc | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+            rfs::open(&path, flags, Mode::empty()).map_err(host)
+        };
+        let r = if !write {
+            open(OFlags::RDONLY)
+        } else {
+            match open(OFlags::RDWR) {
+                Err(Errno::EACCES) => open(OFlags::WRONLY),
+                r => r,
+            }
+        };
+        r.map_err(|e| if e == Errno::ENOENT { err } else { e })
+    }
+
+    /// Keeps `fd` (from `to_keep`) for `victim`, whose last name is about to go: before
+    /// the host call, so that whoever finds the name gone on the host (an `open_data`
+    /// racing the removal) finds the descriptor. Returns whether one was kept.
+    fn keep(&self, victim: &Inode, fd: Option<OwnedFd>) -> bool {
+        let Some(fd) = fd else {
+            return false;
+        };
+        self.kept.lock().insert(victim as *const Inode as usize, fd);
+        true
+    }
+
+    /// The removal that `keep` prepared for failed: the name stays, and the descriptor
+    /// goes.
+    fn unkeep(&self, victim: &Inode, kept: bool) {
+        if kept {
+            let fd = self.kept.lock().remove(&(victim as *const Inode as usize));
+            drop(fd);
         }
     }
 
+    /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
+    /// lookups that found it.
     fn forget(&self, ino: u64) {
         let key = self.key(ino);
         while !self.nodes.evict(key) {
@@ -1023,17 +1066,21 @@ impl FileSystem for HostFs {
     }
 
     fn open_data(&self, inode: &Inode, write: bool) -> Result<OwnedFd> {
-        let node = self.node_of(inode)?;
-        let names: Vec<HostName> = {
-            let names = node.names.lock();
-            match (names.list.is_empty(), &names.anon) {
-                (false, _) => names.list.clone(),
-                // Read-write, like every `O_TMPFILE` descriptor.
-                (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
-                (true, None) => return Err(Errno::ENOENT),
+        // The caller holds the object; its last name may have gone since it took the hold
+        // (an unlink racing an open, between the directory lock and this call), and with
+        // it the node: the descriptor kept for it then reaches it.
+        let names: Vec<HostName> = match self.node_of(inode) {
+            Ok(node) => {
+                let names = node.names.lock();
+                match (names.list.is_empty(), &names.anon) {
+                    (false, _) => names.list.clone(),
+                    // Read-write, like every `O_TMPFILE` descriptor.
+                    (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
+                    (true, None) => return self.reopen_kept(inode, write, Errno::ENOENT),
+                }
             }
+            Err(e) => return self.reopen_kept(inode, write, e),
         };
-        drop(node);
         // Each known name in turn, the last one checked first: a name the host gave to
         // another object (`ESTALE`) or took away (`ENOENT`) may be one the engine has not
         // revalidated yet, and the object may still be reachable by another. Before this,
@@ -1068,7 +1115,7 @@ impl FileSystem for HostFs {
                 r => return r,
             }
         }
-        Err(err)
+        self.reopen_kept(inode, write, err)
     }
 
     fn create(
@@ -1184,10 +1231,12 @@ impl FileSystem for HostFs {
         } else {
             AtFlags::empty()
         };
-        let keep = self.to_keep(victim);
-        rfs::unlinkat(&*dfd, name, flags).map_err(host)?;
+        let kept = self.keep(victim, self.to_keep(victim));
+        if let Err(e) = rfs::unlinkat(&*dfd, name, flags) {
+            self.unkeep(victim, kept);
+            return Err(host(e));
+        }
         self.unname(victim, &dfd, name);
-        self.keep(victim, keep);
         Ok(())
     }
 
@@ -1208,10 +1257,15 @@ impl FileSystem for HostFs {
         } else {
             rfs::RenameFlags::empty()
         };
-        let keep = replaced.filter(|_| !exchange).and_then(|r| self.to_keep(r));
-        rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags).map_err(host)?;
-        if let Some(r) = replaced {
-            self.keep(r, keep);
+        let kept = match replaced.filter(|_| !exchange) {
+            Some(r) => self.keep(r, self.to_keep(r)),
+            None => false,
+        };
+        if let Err(e) = rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags) {
+            if let Some(r) = replaced {
+                self.unkeep(r, kept);
+            }
+            return Err(host(e));
         }
         let rename_in = |inode: &Inode, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
             if let Ok(node) = self.node_of(inode) {

@@ -1498,6 +1498,48 @@ fn xattrs_of_an_unlinked_file_held_by_a_path_handle() {
     );
 }
 
+/// A file whose last name went while an `O_PATH` handle held it opens again through the
+/// handle, for reading and for writing, as Linux's `/proc/self/fd/N` does: hostfs finds
+/// the host file by the descriptor it kept when the last name went. (The same path serves
+/// an `open` that took its hold under the directory lock and lost the name to a racing
+/// unlink before it opened the host file: `tests/stress.rs` over hostfs.) The kernel, on
+/// the same kind of tree, is the oracle.
+#[test]
+fn an_unlinked_file_opens_again_by_its_handle() {
+    let s = Scratch::new("reopen-unlinked");
+    let vfs = serve_rw(&s.0);
+    let p = vfs.process(Creds::root());
+    for (file, gone) in [("/f", "unlink"), ("/g", "rename over")] {
+        p.write_file(file, b"data").unwrap();
+        let h = p.open(file, VO::PATH, 0).unwrap();
+        if gone == "unlink" {
+            p.unlink(file).unwrap();
+        } else {
+            p.write_file("/other", b"").unwrap();
+            p.rename("/other", file).unwrap();
+        }
+        let w = p.reopen(h, VO::RDWR).unwrap();
+        assert_eq!(p.pwrite(w, b"DA", 0), Ok(2), "{gone}");
+        let r = p.reopen(h, VO::RDONLY).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(p.pread(r, &mut buf, 0), Ok(4), "{gone}");
+        assert_eq!(&buf[..4], b"DAta", "{gone}");
+        assert_eq!(p.fstat(w).unwrap().nlink, 0, "{gone}");
+        for fd in [w, r, h] {
+            p.close(fd).unwrap();
+        }
+    }
+    // The kernel: the same through `/proc/self/fd`.
+    let k = s.0.join("k");
+    std::fs::write(&k, b"data").unwrap();
+    let h = rfs::open(&k, OFlags::PATH, Mode::empty()).unwrap();
+    rfs::unlink(&k).unwrap();
+    let proc_path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&h));
+    let w = rfs::open(&proc_path, OFlags::RDWR, Mode::empty()).unwrap();
+    assert_eq!(rustix::io::pwrite(&w, b"DA", 0), Ok(2));
+    assert_eq!(rfs::fstat(&w).unwrap().st_nlink, 0);
+}
+
 /// Descriptors of this process, other than `O_PATH` ones, open on `path` (read from
 /// `/proc/self/fd` and `/proc/self/fdinfo`).
 fn data_descriptors_of(path: &Path) -> usize {

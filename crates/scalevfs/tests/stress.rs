@@ -247,18 +247,16 @@ fn racing_renames_fast() {
 /// revalidated): the walks that load and revalidate start their calls over with no guard
 /// pinned (`unpin`) while renames, removals and sweeps race them. In check mode.
 ///
-/// Ignored until two findings are understood (`cargo test -p scalevfs --test stress --
-/// --ignored` runs it): in one of four runs in the `checked` profile a `mkdir` returned
-/// `ESTALE`, which Linux does not (not yet tried against the code before `unpin`); and a
-/// release run of 30,000 operations per thread did not finish in ten minutes, its last
-/// thread stuck in `check_tree`'s stats, each sweeping and reloading (nor did the code
-/// before `unpin` finish 30,000 in four minutes, in the `checked` profile). At 5,000
-/// operations it passed three times in release and three times in `checked` since. On the
-/// code before `unpin` (c2a345d), one `checked` run of six panicked in `open_creat`: "a
-/// linked inode can be held" (`OpenFile::new` found the inode a name links under its
-/// directory's lock already evicted), so the races it finds predate this test.
+/// It found two races, both fixed: an `open(O_CREAT)` whose new file lost its name to a
+/// racing unlink before the open reached the host file failed with `ESTALE` (hostfs now
+/// stores the descriptor it keeps for an open file before the host call that removes the
+/// name, and opens the data again through it); and before that, one run in six panicked
+/// in `open_creat` on an object a cached name still linked but the engine had evicted
+/// (see `tests/hostfs.rs`, `a_stale_name_of_an_evicted_object_is_looked_up_again`, for
+/// its deterministic form). 5,000 operations per thread: a run of 30,000 did not finish
+/// in ten minutes, its `check_tree` stats each sweeping and loading again with a cap of
+/// four (not yet understood; the code before `unpin` was as slow).
 #[test]
-#[ignore = "an intermittent ESTALE from mkdir and a run that does not finish: see the doc"]
 fn racing_renames_over_hostfs_check_mode() {
     for policy in [
         HostPolicy::Exclusive,
