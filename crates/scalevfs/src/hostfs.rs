@@ -688,15 +688,7 @@ impl HostFs {
             let flags = acc | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
             rfs::open(&path, flags, Mode::empty()).map_err(host)
         };
-        let r = if !write {
-            open(OFlags::RDONLY)
-        } else {
-            match open(OFlags::RDWR) {
-                Err(Errno::EACCES) => open(OFlags::WRONLY),
-                r => r,
-            }
-        };
-        r.map_err(|e| if e == Errno::ENOENT { err } else { e })
+        open_for(write, open).map_err(|e| if e == Errno::ENOENT { err } else { e })
     }
 
     /// Keeps `fd` (from `to_keep`) for `victim`, whose last name is about to go: before
@@ -770,6 +762,19 @@ impl HostFs {
         if dead {
             self.forget(inode.ino);
         }
+    }
+}
+
+/// Opens a file's data with `open` for reading, or for writing if `write`: read-write if
+/// the server may, else write-only. The engine checked the caller's access; the server may
+/// still lack read access on the host (a write-only file of a server that is not root).
+fn open_for(write: bool, open: impl Fn(OFlags) -> Result<OwnedFd>) -> Result<OwnedFd> {
+    if !write {
+        return open(OFlags::RDONLY);
+    }
+    match open(OFlags::RDWR) {
+        Err(Errno::EACCES) => open(OFlags::WRONLY),
+        r => r,
     }
 }
 
@@ -1096,17 +1101,7 @@ impl FileSystem for HostFs {
                     inode.ino,
                 )
             };
-            let r = if !write {
-                open(OFlags::RDONLY)
-            } else {
-                // The engine checked the caller's access; the server may still lack read
-                // access on the host (a write-only file of a server that is not root).
-                match open(OFlags::RDWR) {
-                    Err(Errno::EACCES) => open(OFlags::WRONLY),
-                    r => r,
-                }
-            };
-            match r {
+            match open_for(write, open) {
                 Err(e @ (Errno::ESTALE | Errno::ENOENT)) => {
                     if e == Errno::ESTALE {
                         err = e;

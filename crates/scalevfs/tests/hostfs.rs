@@ -1474,12 +1474,7 @@ fn xattrs_of_an_unlinked_file_held_by_a_path_handle() {
         p.write_file(file, b"data").unwrap();
         p.setxattr(file, "user.a", b"1", none).unwrap();
         let h = p.open(file, VO::PATH, 0).unwrap();
-        if gone == "unlink" {
-            p.unlink(file).unwrap();
-        } else {
-            p.write_file("/other", b"").unwrap();
-            p.rename("/other", file).unwrap();
-        }
+        lose_last_name(&p, file, gone);
         let x = p.xattrs_of(h).unwrap();
         let mut buf = [0u8; 64];
         assert_eq!(x.get("user.a", &mut buf), Ok(1), "{gone}");
@@ -1498,6 +1493,16 @@ fn xattrs_of_an_unlinked_file_held_by_a_path_handle() {
     );
 }
 
+/// Takes the only name of `file` away: by `unlink`, or by a rename over it.
+fn lose_last_name(p: &scalevfs::Process, file: &str, how: &str) {
+    if how == "unlink" {
+        p.unlink(file).unwrap();
+    } else {
+        p.write_file("/other", b"").unwrap();
+        p.rename("/other", file).unwrap();
+    }
+}
+
 /// A file whose last name went while an `O_PATH` handle held it opens again through the
 /// handle, for reading and for writing, as Linux's `/proc/self/fd/N` does: hostfs finds
 /// the host file by the descriptor it kept when the last name went. (The same path serves
@@ -1512,12 +1517,7 @@ fn an_unlinked_file_opens_again_by_its_handle() {
     for (file, gone) in [("/f", "unlink"), ("/g", "rename over")] {
         p.write_file(file, b"data").unwrap();
         let h = p.open(file, VO::PATH, 0).unwrap();
-        if gone == "unlink" {
-            p.unlink(file).unwrap();
-        } else {
-            p.write_file("/other", b"").unwrap();
-            p.rename("/other", file).unwrap();
-        }
+        lose_last_name(&p, file, gone);
         let w = p.reopen(h, VO::RDWR).unwrap();
         assert_eq!(p.pwrite(w, b"DA", 0), Ok(2), "{gone}");
         let r = p.reopen(h, VO::RDONLY).unwrap();
