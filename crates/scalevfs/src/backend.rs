@@ -1957,55 +1957,49 @@ mod tests {
     /// directories are over the cap.
     #[test]
     fn a_sweep_costs_what_it_frees_not_the_tree() {
-        // Under Miri, a small tree: the sweep's steps run there, not the bound.
-        let (ndirs, nfiles, mkdirs, lookups) = if cfg!(miri) {
-            (12u64, 8, 3, 12)
-        } else {
-            (2000, 64, 500, 512)
-        };
         let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
         let mut dirs = HashMap::new();
-        let mut top: Vec<(&'static str, u64, u32)> = (0..ndirs)
+        let mut top: Vec<(&'static str, u64, u32)> = (0..2000u64)
             .map(|i| (&*format!("d{i}").leak(), 10_000 + i, dir))
             .collect();
-        for i in 0..ndirs {
+        for i in 0..2000u64 {
             dirs.insert(10_000 + i, vec![]);
         }
         top.push(("f", 100, dir));
         dirs.insert(ROOT, top);
-        let files = (0..nfiles)
+        let files = (0..64u64)
             .map(|f| (&*format!("x{f}").leak(), 1000 + f, file))
             .collect();
         dirs.insert(100, files);
         let (vfs, _probe) = tree_of(dirs, Some(16));
         let p = vfs.process(Creds::root());
         // Directories alone over the cap: nothing to sweep, and no sweep looks.
-        for i in 0..mkdirs {
+        for i in 0..500 {
             p.mkdir(format!("/d{i}/s"), 0o755).unwrap();
         }
         assert_eq!(vfs.stats().root_fs.sweep_visits, 0);
         // Each lookup loads a directory and caches a name (a file, or a negative entry):
         // one sweep each.
+        let lookups = 512;
         for i in 0..lookups {
             if i % 2 == 0 {
-                let f = (i / 2) % nfiles;
+                let f = (i / 2) % 64;
                 assert_eq!(p.stat(format!("/f/x{f}")).unwrap().ino, 1000 + f);
             } else {
-                let d = i % ndirs;
-                assert_eq!(p.stat(format!("/d{d}/nope")), Err(Errno::ENOENT));
+                assert_eq!(p.stat(format!("/d{i}/nope")), Err(Errno::ENOENT));
             }
-            // (Under Miri every path is new: no cache to clear, which Miri takes long to.)
-            if !cfg!(miri) {
-                crate::clear_thread_cache();
-            }
+            crate::clear_thread_cache();
         }
         let s = vfs.stats().root_fs;
         assert!(s.dentry_evictions > 0);
         // The directories, the cap, and the names swept only once the hand comes by.
-        let most = ndirs + mkdirs + 1 + 16 + nfiles + lookups;
-        assert!(s.dentries <= most, "{} dentries", s.dentries);
-        // A lap of the big tree is 4,000 steps (a frame and a sweep per directory); a
-        // quarter of one per lookup at most.
+        assert!(
+            s.dentries <= 2501 + 16 + 64 + 512,
+            "{} dentries",
+            s.dentries
+        );
+        // A lap is 4,000 steps (a frame and a sweep per directory); a quarter of one per
+        // lookup at most.
         assert!(
             s.sweep_visits < lookups * 1_000,
             "{} directory visits in {lookups} lookups",
