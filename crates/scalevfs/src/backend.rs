@@ -47,12 +47,7 @@
 //! creation and by any lookup that finds it clear (so a hot name costs no write, and memfs,
 //! never swept, none at all); the sweep clears set bits and evicts names whose bit was
 //! already clear, over the loaded directories, deepest first, until an eighth of the cap is
-//! free (a second lap if the first only cleared bits). The hand goes on where the last
-//! sweep stopped (`SuperBlock::hand`, the depth-first stack of the directories from the
-//! root, held, each with the cookie where its subdirectories resume) and
-//! takes at most [`SWEEP_BUDGET`] steps plus [`SWEEP_PER_NAME`] per name to evict, and
-//! it asks for no more than the names that are not directories (`DHash::dirs`): a sweep
-//! costs what it frees, however many directories stay cached. The sweep finds the directories by
+//! free (a second lap if the first only cleared bits). The sweep finds the directories by
 //! their parents' children, and looks through a directory's children for subdirectories
 //! only when it has some (`DirState::subdirs`, kept by the dentry hash beside `positive`,
 //! and checked against the children in debug builds). It tells a directory from another
@@ -130,9 +125,7 @@
 //! file system answers, and, inside a path operation, no epoch guard either: the load is
 //! recorded and made between the operation's attempts (`unpin`; `SuperBlock::load`). A waiter checks `loading` under its wait queue's lock, taking the
 //! directory lock inside it (wait queue, then directory); a loader never holds the
-//! directory lock while it takes the wait queue's. `SuperBlock::hand` is taken only by the
-//! caller that set `sweeping`, and held across the sweep's steps, each of which takes one
-//! directory lock (then its bucket locks). The negative-entry count is striped
+//! directory lock while it takes the wait queue's. The negative-entry count is striped
 //! and its verdict cached in an atomic flag that each thread re-checks every `NEG_RECHECK`
 //! admissions.
 //!
@@ -141,18 +134,15 @@
 //! are read and written only under the directory lock. An inode's deadline is a relaxed
 //! atomic outside every lock: it is advice, read by the fast walk to decide whether to
 //! fall back and written after each load or revalidation; a reader that sees an old value
-//! either revalidates once more or answers from entries that were valid within the TTL.
-//! `sweeping` (one sweeper at a time), `sweeps`, `evicted` and `sweep_visits` are atomics;
-//! the hand's stack is behind its own mutex; a dentry's reference bit is set lock-free and cleared under its
+//! either revalidates once more or answers from entries that were valid within the TTL. `sweeping` (one sweeper at a time), `sweeps` and
+//! `evicted` are atomics; a dentry's reference bit is set lock-free and cleared under its
 //! parent's lock. The other fields of [`SuperBlock`] are immutable after it is made,
 //! or atomic (the negative-entry count and flag), or locks themselves.
 //!
 //! # Reclamation
 //! A `SuperBlock` lives as long as its last holder: the `Vfs` it is the root of, each
-//! [`Mount`](crate::mount::Mount) of it, and each open file (through its mount). The
-//! sweep's hand holds the inodes of the directories on its stack (the path from the root
-//! to where it stopped; a removed one until the hand moves on). When it goes, it lets the hand's holds go, then tears its
-//! dentry hash down; the dentries wait for an epoch grace period like
+//! [`Mount`](crate::mount::Mount) of it, and each open file (through its mount). When it
+//! goes, it tears its dentry hash down; the dentries wait for an epoch grace period like
 //! any other (see `dentry`).
 
 use crate::dentry::{DHash, DPtr, DRef, Dentry, DIR, MOUNTED, ROOT, UNHASHED};
@@ -612,14 +602,8 @@ pub struct SuperBlock {
     max_dentries: Option<u64>,
     /// Set while a sweep runs: one sweeper at a time, and no caller waits for it.
     sweeping: AtomicBool,
-    /// The CLOCK hand: where the last sweep stopped in its depth-first pass (the
-    /// directories on its stack, held, each with where its subdirectories resume).
-    /// Taken only by the caller that set `sweeping`.
-    hand: Mutex<Vec<SweepFrame>>,
     /// Dentries evicted by sweeps.
     evicted: AtomicU64,
-    /// Directories the sweeps visited (a frame taken, or a directory's children swept).
-    sweep_visits: AtomicU64,
     /// Sweeps started (see `DirState::loaded_at`).
     sweeps: AtomicU64,
     /// [`CacheOptions::ttl`] in ticks (see [`SuperBlock::ticks`]).
@@ -648,9 +632,6 @@ pub struct FsStats {
     pub dentries: u64,
     /// Dentries evicted to keep the cache within its cap.
     pub dentry_evictions: u64,
-    /// Steps the sweeps took over directories to find those (see `backend`, "Bounded
-    /// caches"): what the cap costs, bounded per sweep by the names it is to evict.
-    pub sweep_visits: u64,
     /// Revalidations that asked the file system, with a TTL policy (see `backend`,
     /// "Revalidation"): of a directory's entries, or of an object's attributes.
     pub revalidations: u64,
@@ -678,9 +659,7 @@ impl SuperBlock {
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             max_dentries: opts.max_dentries.filter(|_| !ops.complete()),
             sweeping: AtomicBool::new(false),
-            hand: Mutex::new(Vec::new()),
             evicted: AtomicU64::new(0),
-            sweep_visits: AtomicU64::new(0),
             sweeps: AtomicU64::new(0),
             ttl: opts.ttl.filter(|_| !ops.complete()).map(|t| {
                 // Rounded up to a tick, and at most the clock's range.
@@ -1397,21 +1376,15 @@ impl SuperBlock {
             }
         }
         let _s = Sweeping(&self.sweeping);
+        // CLOCK's second lap: a first pass over names all looked up since the last sweep
+        // only clears their bits.
         // How many to evict, read once: the count is striped, and its sum reads every
         // other thread's stripe, each a line that thread keeps writing (read per child, it
-        // was a cache miss per child at two threads). At most the names that are not
-        // directories, which stay: a cache over its cap with directories alone has nothing
-        // to sweep.
-        let len = self.dcache.len();
-        let mut left = len
-            .saturating_sub(max - max / 8)
-            .min(len.saturating_sub(self.dcache.dirs()));
-        if left == 0 {
-            return;
-        }
+        // was a cache miss per child at two threads).
+        let mut left = self.dcache.len().saturating_sub(max - max / 8);
         let now = self.sweeps.fetch_add(1, Relaxed) + 1;
         let mut inos = Vec::new();
-        self.sweep(&mut left, now, &mut inos);
+        let _ = self.sweep(&mut left, now, &mut inos) || self.sweep(&mut left, now, &mut inos);
         if !inos.is_empty() {
             self.ops.names_evicted(inos);
         }
@@ -1422,104 +1395,68 @@ impl SuperBlock {
         crossbeam_epoch::pin().flush();
     }
 
-    /// The CLOCK hand's steps over the loaded directories, deepest first (post-order),
-    /// until `left` names went (counted down): in each directory, a child whose reference
-    /// bit is set gets it cleared and stays; one whose bit is clear and that nobody uses
-    /// (see [`DHash::d_evict`]) goes. A directory that loses a positive child is unloaded
-    /// again: its next miss under the lock loads it. The children of a directory that is
-    /// open are kept, so that a listing in progress never sees an entry twice. An explicit
-    /// stack, so a deep tree cannot overflow the caller's. Each directory on the stack is
-    /// held (so it stays while its subtree is swept), and no two are locked at once:
-    /// directory locks are taken in address order elsewhere. A directory loaded since sweep
-    /// `now - 1` started is passed over (see `DirState::loaded_at`). The numbers of the
-    /// inodes whose names went are added to `inos`.
-    ///
-    /// The hand goes on from where the last sweep stopped, and visits at most
-    /// [`SWEEP_BUDGET`] directories, plus [`SWEEP_PER_NAME`] per name to evict: a sweep
-    /// costs what it frees, not the size of the tree. (Starting from the root each time,
-    /// a cache over its cap with few names left to evict, its directories staying cached,
-    /// was searched whole by every change: a tree of thousands of directories under a cap
-    /// of four took minutes for what took seconds.) It starts at most two laps, the second
-    /// for the names whose bits the first cleared.
-    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>) {
-        let mut hand = self.hand.lock();
-        let budget = SWEEP_BUDGET.saturating_add(left.saturating_mul(SWEEP_PER_NAME));
-        let mut steps = 0;
-        self.sweep_steps(&mut hand, budget, &mut steps, left, now, inos);
-        self.sweep_visits.fetch_add(steps, Relaxed);
-    }
-
-    /// [`SuperBlock::sweep`]'s loop, counting its `steps`: a directory's next
-    /// subdirectory found (and descended into), or its children swept once it has none
-    /// left (post-order).
-    fn sweep_steps(
-        &self,
-        hand: &mut Vec<SweepFrame>,
-        budget: u64,
-        steps: &mut u64,
-        left: &mut u64,
-        now: u64,
-        inos: &mut Vec<u64>,
-    ) {
-        let mut laps = 0;
-        while *steps < budget {
-            let Some(top) = hand.last_mut() else {
-                if laps == 2 {
-                    return;
+    /// One CLOCK pass over the loaded directories, deepest first (post-order),
+    /// until `left` names went (counted down): in each directory, a child whose reference bit
+    /// is set gets it cleared and stays; one whose bit is clear and that nobody uses (see
+    /// [`DHash::d_evict`]) goes. A directory that loses a positive child is unloaded again:
+    /// its next miss under the lock loads it. The children of a directory that is open are
+    /// kept, so that a listing in progress never sees an entry twice. An explicit stack, so
+    /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
+    /// stays while its subtree is swept), and no two are locked at once: directory locks are
+    /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
+    /// is passed over (see `DirState::loaded_at`). The numbers of the inodes whose names
+    /// went are added to `inos`. Returns whether `left` reached 0.
+    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>) -> bool {
+        let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
+        stack.extend(Self::sweep_frame(self.root()));
+        while let Some((inode, subdirs)) = stack.last_mut() {
+            if let Some(d) = subdirs.pop() {
+                if let Some(f) = Self::sweep_frame(&d) {
+                    stack.push(f);
                 }
-                laps += 1;
-                let guard = crossbeam_epoch::pin();
-                match self.root().inode_arc(&guard) {
-                    Some(inode) => hand.push(SweepFrame { inode, next: 0 }),
-                    None => return,
-                }
-                continue;
-            };
-            *steps += 1;
-            if let Some(inode) = Self::next_subdir(top) {
-                hand.push(SweepFrame { inode, next: 0 });
                 continue;
             }
-            let SweepFrame { inode, .. } = hand.pop().expect("the top frame");
+            let inode = inode.clone();
+            stack.pop();
             if self.evict_children(&inode, left, now, inos) {
-                return;
+                return true;
             }
         }
+        false
     }
 
-    /// The next subdirectory of `frame`'s directory, in cookie order from `frame.next`
-    /// (moved past it); `None` once there is none, or while the directory is being loaded
-    /// (its subtree is passed over, as its own children are).
-    fn next_subdir(frame: &mut SweepFrame) -> Option<Arc<Inode>> {
-        let st = frame.inode.dir()?.lock();
-        // Most directories have none: their children are not looked at (the walk of a
-        // directory's children, for a directory of a thousand files, was most of a sweep).
-        if st.loading || st.subdirs == 0 {
+    /// A directory to sweep: its inode and its child directories, held.
+    fn sweep_frame(d: &DRef) -> Option<(Arc<Inode>, Vec<DRef>)> {
+        let guard = crossbeam_epoch::pin();
+        let inode = d.inode_arc(&guard)?;
+        let st = inode.dir()?.lock();
+        if st.loading {
             return None;
         }
-        let is_dir = |p: NonNull<Dentry>| {
+        let is_dir = |&&p: &&NonNull<Dentry>| {
             // SAFETY: a child is alive while it is in `children`, which we read under the
             // directory lock; the pointer is the hash's own.
             unsafe { DPtr::new(p) }.is_dir_locked()
         };
-        debug_assert!(
-            frame.next != 0
-                || st.children.values().filter(|&&p| is_dir(p)).count() == st.subdirs as usize,
+        debug_assert_eq!(
+            st.children.values().filter(is_dir).count(),
+            st.subdirs as usize,
             "a directory's count of subdirectories"
         );
-        let guard = crossbeam_epoch::pin();
-        for (&cookie, &p) in st.children.range(frame.next..) {
-            if !is_dir(p) {
-                continue;
-            }
-            frame.next = cookie + 1;
-            // SAFETY: as above.
-            if let Some(inode) = unsafe { DPtr::new(p) }.inode_arc(&guard) {
-                return Some(inode);
-            }
-        }
-        frame.next = u64::MAX;
-        None
+        // Most directories have none: their children are not looked at (the walk of a
+        // directory's children, for a directory of a thousand files, was most of a sweep).
+        let subdirs = if st.subdirs == 0 {
+            Vec::new()
+        } else {
+            st.children
+                .values()
+                .filter(is_dir)
+                // SAFETY: as above.
+                .filter_map(|&p| DRef::try_get(unsafe { DPtr::new(p) }))
+                .collect()
+        };
+        drop(st);
+        Some((inode, subdirs))
     }
 
     /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]), adding the
@@ -1595,7 +1532,6 @@ impl SuperBlock {
             inode_cache: self.ops.inode_cache_stats(),
             dentries: self.dcache.len(),
             dentry_evictions: self.evicted.load(Relaxed),
-            sweep_visits: self.sweep_visits.load(Relaxed),
             revalidations: self.revalidations.load(Relaxed),
         }
     }
@@ -1608,9 +1544,6 @@ impl SuperBlock {
 
 impl Drop for SuperBlock {
     fn drop(&mut self) {
-        // The hand's holds go first, as every other holder's went before the last
-        // reference to the file system did.
-        self.hand.lock().clear();
         self.dcache.teardown();
         // The dentries torn down wait for a grace period: hand them to the collector now,
         // rather than leave them in this thread's bag until it next defers enough.
@@ -1623,19 +1556,6 @@ impl std::fmt::Debug for SuperBlock {
         write!(f, "SuperBlock(dev {:#x})", self.dev)
     }
 }
-
-/// A directory on the CLOCK hand's stack (see [`SuperBlock::sweep`]): its inode, held, and
-/// the cookie from which its subdirectories are yet to be visited. Only the directories on
-/// the path from the root are held, never their siblings.
-struct SweepFrame {
-    inode: Arc<Inode>,
-    next: u64,
-}
-
-/// Directories a sweep visits at most, beyond [`SWEEP_PER_NAME`] per name it is to evict.
-const SWEEP_BUDGET: u64 = 64;
-/// Directories a sweep may visit per name it is to evict.
-const SWEEP_PER_NAME: u64 = 4;
 
 /// Whether `d` was taken out of the namespace (unhashed: by an rmdir, an eviction, or a
 /// revalidation that found its name gone); a file system root is not in the hash, and
@@ -1946,65 +1866,6 @@ mod tests {
         want.push("sub".into());
         want.sort();
         assert_eq!(names(&p, "/w2"), want);
-    }
-
-    /// A cache over its cap with few names to evict costs each sweep what it frees, not
-    /// the size of the tree: 2,000 directories (which stay cached) and a directory of 64
-    /// files under a cap of 16, names looked up in turn, each caching a name that a sweep
-    /// must find. Every sweep used to search the whole tree twice from the root, since the
-    /// directories alone kept the cache over its cap: four laps of 4,000 steps per lookup,
-    /// where a sweep now stops once it has taken its budget, and none runs while only
-    /// directories are over the cap.
-    #[test]
-    fn a_sweep_costs_what_it_frees_not_the_tree() {
-        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
-        let mut dirs = HashMap::new();
-        let mut top: Vec<(&'static str, u64, u32)> = (0..2000u64)
-            .map(|i| (&*format!("d{i}").leak(), 10_000 + i, dir))
-            .collect();
-        for i in 0..2000u64 {
-            dirs.insert(10_000 + i, vec![]);
-        }
-        top.push(("f", 100, dir));
-        dirs.insert(ROOT, top);
-        let files = (0..64u64)
-            .map(|f| (&*format!("x{f}").leak(), 1000 + f, file))
-            .collect();
-        dirs.insert(100, files);
-        let (vfs, _probe) = tree_of(dirs, Some(16));
-        let p = vfs.process(Creds::root());
-        // Directories alone over the cap: nothing to sweep, and no sweep looks.
-        for i in 0..500 {
-            p.mkdir(format!("/d{i}/s"), 0o755).unwrap();
-        }
-        assert_eq!(vfs.stats().root_fs.sweep_visits, 0);
-        // Each lookup loads a directory and caches a name (a file, or a negative entry):
-        // one sweep each.
-        let lookups = 512;
-        for i in 0..lookups {
-            if i % 2 == 0 {
-                let f = (i / 2) % 64;
-                assert_eq!(p.stat(format!("/f/x{f}")).unwrap().ino, 1000 + f);
-            } else {
-                assert_eq!(p.stat(format!("/d{i}/nope")), Err(Errno::ENOENT));
-            }
-            crate::clear_thread_cache();
-        }
-        let s = vfs.stats().root_fs;
-        assert!(s.dentry_evictions > 0);
-        // The directories, the cap, and the names swept only once the hand comes by.
-        assert!(
-            s.dentries <= 2501 + 16 + 64 + 512,
-            "{} dentries",
-            s.dentries
-        );
-        // A lap is 4,000 steps (a frame and a sweep per directory); a quarter of one per
-        // lookup at most.
-        assert!(
-            s.sweep_visits < lookups * 1_000,
-            "{} directory visits in {lookups} lookups",
-            s.sweep_visits,
-        );
     }
 
     /// Every call a path operation makes to the file system on its miss path (a listing,

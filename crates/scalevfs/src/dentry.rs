@@ -483,9 +483,6 @@ pub struct DHash {
     locks: LockTable,
     /// Hashed dentries (the load that decides growth).
     len: StripedCounter,
-    /// Directories among the children counted in `DirState::subdirs` (kept beside it):
-    /// names a sweep never evicts.
-    dirs: StripedCounter,
 }
 
 /// One size of the bucket array.
@@ -567,7 +564,6 @@ impl DHash {
             table: crossbeam_epoch::Atomic::new(Table::new(n)),
             locks: LockTable::new(lock_count(n)),
             len: StripedCounter::default(),
-            dirs: StripedCounter::default(),
         }
     }
 
@@ -602,20 +598,6 @@ impl DHash {
     /// How many dentries are hashed (a sum of stripes: exact when the table is quiet).
     pub fn len(&self) -> u64 {
         self.len.sum().max(0) as u64
-    }
-
-    /// Hashed directories (racy, as `len`): the names a sweep never evicts.
-    pub fn dirs(&self) -> u64 {
-        self.dirs.sum().max(0) as u64
-    }
-
-    /// Counts a child directory in or out of `dir` (`DirState::subdirs`) and of `dirs`.
-    #[inline]
-    fn count_subdir(&self, dir: &mut crate::inode::DirState, is_dir: bool, delta: i32) {
-        if is_dir {
-            dir.subdirs = dir.subdirs.wrapping_add_signed(delta);
-            self.dirs.add(delta as i64);
-        }
     }
 
     /// How many buckets the table has now.
@@ -858,7 +840,7 @@ impl DHash {
             if positive {
                 dir.positive += 1;
             }
-            self.count_subdir(dir, is_dir, 1);
+            dir.subdirs += u32::from(is_dir);
         };
         if positive {
             effect(publish);
@@ -906,7 +888,7 @@ impl DHash {
         // A new entry gets a fresh cookie, so an open readdir sees it at the end.
         self.recookie(d, dir);
         dir.positive += 1;
-        self.count_subdir(dir, is_dir, 1);
+        dir.subdirs += u32::from(is_dir);
     }
 
     fn recookie(&self, d: &Dentry, dir: &mut crate::inode::DirState) {
@@ -923,7 +905,7 @@ impl DHash {
     /// Unlink of a non-directory: the child turns negative in place. The caller holds the
     /// parent's lock.
     pub fn d_delete(&self, d: &Dentry, dir: &mut crate::inode::DirState, guard: &Guard) {
-        self.count_subdir(dir, d.is_dir_locked(), -1);
+        dir.subdirs -= u32::from(d.is_dir_locked());
         effect(|| {
             d.seq.write_begin();
             d.set_inode(None, guard);
@@ -941,7 +923,7 @@ impl DHash {
             self.unlink(&d);
             d.seq.write_end();
         });
-        self.unchild(&d, dir);
+        Self::unchild(&d, dir);
         // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
         // `d` has its allocation's provenance.
         drop(unsafe { DRef::from_raw(d.p) });
@@ -949,12 +931,12 @@ impl DHash {
 
     /// Takes `d` out of its directory's children and counts (`positive`, `subdirs`); the
     /// caller holds the parent's lock and has unhashed `d`.
-    fn unchild(&self, d: &Dentry, dir: &mut crate::inode::DirState) {
+    fn unchild(d: &Dentry, dir: &mut crate::inode::DirState) {
         dir.children.remove(&d.cold.cookie.load(Relaxed));
         if !d.inode.load(Relaxed).is_null() {
             dir.positive -= 1;
         }
-        self.count_subdir(dir, d.is_dir_locked(), -1);
+        dir.subdirs -= u32::from(d.is_dir_locked());
     }
 
     /// Evicts an unused child: if the hash's is its only reference (no holder, no child
@@ -972,7 +954,7 @@ impl DHash {
         d.flags.fetch_or(UNHASHED, Release);
         self.unlink(&d);
         d.seq.write_end();
-        self.unchild(&d, dir);
+        Self::unchild(&d, dir);
         // We won the dead CAS with the hash's count: no one else destroys it.
         destroy(d.p);
         true
