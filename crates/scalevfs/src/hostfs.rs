@@ -677,12 +677,7 @@ impl HostFs {
     /// magic link. `err` if none is kept (the file has another name the caller may find
     /// again), or if `/proc` is not mounted.
     fn reopen_kept(&self, inode: &Inode, write: bool, err: Errno) -> Result<OwnedFd> {
-        let fd = {
-            let kept = self.kept.lock();
-            let fd = kept.get(&(inode as *const Inode as usize)).ok_or(err)?;
-            // A copy, so that no lock is held across the host call.
-            rustix::io::dup(fd).map_err(host)?
-        };
+        let fd = self.dup_kept(inode, err)?;
         let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
         let open = |acc: OFlags| {
             let flags = acc | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
@@ -691,24 +686,35 @@ impl HostFs {
         open_for(write, open).map_err(|e| if e == Errno::ENOENT { err } else { e })
     }
 
-    /// Keeps `fd` (from `to_keep`) for `victim`, whose last name is about to go: before
-    /// the host call, so that whoever finds the name gone on the host (an `open_data`
-    /// racing the removal) finds the descriptor. Returns whether one was kept.
-    fn keep(&self, victim: &Inode, fd: Option<OwnedFd>) -> bool {
-        let Some(fd) = fd else {
-            return false;
-        };
-        self.kept.lock().insert(victim as *const Inode as usize, fd);
-        true
+    /// A copy of the descriptor kept for `inode` (see `kept`), so that no lock is held
+    /// across the host call that uses it; `err` if none is kept.
+    fn dup_kept(&self, inode: &Inode, err: Errno) -> Result<OwnedFd> {
+        let kept = self.kept.lock();
+        let fd = kept.get(&kept_key(inode)).ok_or(err)?;
+        rustix::io::dup(fd).map_err(host)
     }
 
-    /// The removal that `keep` prepared for failed: the name stays, and the descriptor
-    /// goes.
-    fn unkeep(&self, victim: &Inode, kept: bool) {
-        if kept {
-            let fd = self.kept.lock().remove(&(victim as *const Inode as usize));
-            drop(fd);
-        }
+    /// Makes `call`, a host call that may take the last name of `victim`: a descriptor of
+    /// `victim`, if it is an open file (`to_keep`), is kept before the call, so that
+    /// whoever finds the name gone on the host (an `open_data` racing the removal) finds
+    /// the descriptor; if the call fails, the name stays and the descriptor goes.
+    fn removing(
+        &self,
+        victim: Option<&Inode>,
+        call: impl FnOnce() -> rustix::io::Result<()>,
+    ) -> Result<()> {
+        let kept = victim.and_then(|v| {
+            let fd = self.to_keep(v)?;
+            self.kept.lock().insert(kept_key(v), fd);
+            Some(v)
+        });
+        call().map_err(|e| {
+            if let Some(v) = kept {
+                let fd = self.kept.lock().remove(&kept_key(v));
+                drop(fd);
+            }
+            host(e)
+        })
     }
 
     /// Takes the (dead) node of `ino` out of the cache, waiting out the brief holds of
@@ -763,6 +769,12 @@ impl HostFs {
             self.forget(inode.ino);
         }
     }
+}
+
+/// The key of `inode`'s entry in `HostFs::kept`: its address, unique until its eviction,
+/// which takes the entry out.
+fn kept_key(inode: &Inode) -> usize {
+    inode as *const Inode as usize
 }
 
 /// Opens a file's data with `open` for reading, or for writing if `write`: read-write if
@@ -904,7 +916,7 @@ impl FileSystem for HostFs {
     /// open, or an `O_TMPFILE` file was closed unlinked): its number is the host's to reuse.
     fn evict(&self, inode: &Inode) {
         self.let_go(inode, |names| names.anon = None);
-        let kept = self.kept.lock().remove(&(inode as *const Inode as usize));
+        let kept = self.kept.lock().remove(&kept_key(inode));
         drop(kept);
     }
 
@@ -1226,11 +1238,7 @@ impl FileSystem for HostFs {
         } else {
             AtFlags::empty()
         };
-        let kept = self.keep(victim, self.to_keep(victim));
-        if let Err(e) = rfs::unlinkat(&*dfd, name, flags) {
-            self.unkeep(victim, kept);
-            return Err(host(e));
-        }
+        self.removing(Some(victim), || rfs::unlinkat(&*dfd, name, flags))?;
         self.unname(victim, &dfd, name);
         Ok(())
     }
@@ -1252,16 +1260,10 @@ impl FileSystem for HostFs {
         } else {
             rfs::RenameFlags::empty()
         };
-        let kept = match replaced.filter(|_| !exchange) {
-            Some(r) => self.keep(r, self.to_keep(r)),
-            None => false,
-        };
-        if let Err(e) = rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags) {
-            if let Some(r) = replaced {
-                self.unkeep(r, kept);
-            }
-            return Err(host(e));
-        }
+        let victim = replaced.filter(|_| !exchange);
+        self.removing(victim, || {
+            rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags)
+        })?;
         let rename_in = |inode: &Inode, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
             if let Ok(node) = self.node_of(inode) {
                 let mut names = node.names.lock();
@@ -1578,12 +1580,8 @@ impl HostFs {
         let (dir, name) = match named {
             Ok(n) => n,
             Err(e) => {
-                // A file whose last name went while it was open (see `kept`); a copy of
-                // the descriptor, so that no lock is held across the host call.
-                let kept = self.kept.lock();
-                let fd = kept.get(&(inode as *const Inode as usize)).ok_or(e)?;
-                let fd = rustix::io::dup(fd).map_err(host)?;
-                drop(kept);
+                // A file whose last name went while it was open (see `kept`).
+                let fd = self.dup_kept(inode, e)?;
                 return f(HostObj::Fd(fd.as_fd()));
             }
         };
