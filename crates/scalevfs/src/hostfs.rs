@@ -60,10 +60,11 @@
 //! the source (another `st_dev`), the inode number carries that device's index in its top
 //! 16 bits, so two devices' numbers never meet. Each node keeps the names the engine knows
 //! for it (a directory descriptor and a name each). When its last known name goes (unlink,
-//! rmdir, a rename over it) or its last hold does (an unlinked file closed, an `O_TMPFILE`
-//! file never linked), the node is marked dead and leaves the inode cache, because the host
-//! may now give its number to a new object; a lookup that still finds a dead node takes it
-//! out and loads again. Since numbers are reused, [`FileSystem::reuses_inode_numbers`] is
+//! rmdir, a rename over it) or the engine evicts its inode (an unlinked file closed, an
+//! `O_TMPFILE` file never linked, or a count the shared policy took from the host that
+//! was lower than the truth), the node is marked dead and leaves the inode cache, because
+//! the host may now give its number to a new object, and a node never outlives its engine
+//! inode; a lookup that still finds a dead node takes it out and loads again. Since numbers are reused, [`FileSystem::reuses_inode_numbers`] is
 //! true, and the FUSE frontend checks that a node it finds by number is still the object.
 //!
 //! # Policy and staleness
@@ -134,12 +135,21 @@
 //! descriptors to the hard one. An open description's data descriptor is closed with it.
 //!
 //! # Lock order, and what protects what
-//! [`HostFs`] has three locks of its own, all leaves: a node's `names` mutex (its known
-//! names, `dead`, and an `O_TMPFILE` file's descriptor), never held across a host call but
-//! in `link` (whose source name must not go meanwhile); the table of host devices, taken
-//! only when an entry's device is not the root's; and `kept` (the descriptors of open files
-//! whose last name went, from that removal to their eviction), never held across a host
-//! call (a caller copies the descriptor with `dup` and lets go). The inode cache's shards are
+//! [`HostFs`] has four locks of its own. A node's `host` lock (a reader-writer lock, like
+//! Linux's `i_rwsem` on the object) keeps its names on the host what its `names` say: whoever
+//! reaches the object by a name (to open its data, a directory's descriptor, to change its
+//! attributes, to link it) holds it for reading across that host call, one node at a time;
+//! a change that moves or removes its names (a rename of it or over it, an unlink) holds
+//! it for writing across the host call and the change of `names`, for at most two nodes,
+//! taken in address order (`changing`), and lets go before a dead node leaves the cache
+//! (`forget` waits for the lookups that hold the node). It is taken after the engine's
+//! directory locks, and no engine lock is taken under it. The other three are leaves: a
+//! node's `names` mutex (its known names, `dead`, and an `O_TMPFILE` file's descriptor),
+//! never held across a host call but in `link` (whose source name must not go meanwhile);
+//! the table of host devices, taken only when an entry's device is not the root's; and
+//! `kept` (the descriptors of open files whose last name went, from that removal to their
+//! eviction), never held across a host call (a caller copies the descriptor with `dup` and
+//! lets go). The inode cache's shards are
 //! locked only briefly by a miss (see `icache`). A node's directory descriptor is set once
 //! (`OnceLock`). Loads hold no lock across the host. Changes are called by the engine with
 //! the directory locks of the directories they change held (as Linux holds `i_rwsem`
@@ -152,7 +162,7 @@ use crate::errno::{host, Errno, Result};
 use crate::icache::{Cached, InodeCache, InodeKey};
 use crate::inode::{Contents, DirState, Inode};
 use crate::reclaim::OwnerReclaim;
-use crate::sync::Mutex;
+use crate::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::types::{mode::*, Stat, StatFs, Timespec, XattrFlags};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use std::ffi::CStr;
@@ -231,6 +241,13 @@ struct HostNode {
     /// `dead`: the host may give its inode number to a new object, so the node leaves the
     /// inode cache, and a lookup that finds it anyway takes it out and loads again.
     names: Mutex<Names>,
+    /// The names on the host: held for reading by whoever reaches the object by one of
+    /// its names (`named`), for writing by the engine's changes that move or remove one
+    /// (a rename of the object, or over it; an unlink) across the host call and the change
+    /// of `names`. So a name read from `names` is the object's on the host for as long as
+    /// it is used: before, an open by a name that a rename had just moved (with another
+    /// object made under the old name) failed with `ESTALE`.
+    host: RwLock<()>,
     dir: OnceLock<Arc<OwnedFd>>,
 }
 
@@ -253,15 +270,18 @@ impl HostNode {
                 list: name.into_iter().collect(),
                 ..Names::default()
             }),
+            host: RwLock::new(()),
             dir: OnceLock::new(),
         }
     }
 
-    /// One of the object's names; `ENOENT` if it has none left (or is the root).
-    fn name(&self) -> Result<HostName> {
+    /// One of the object's names, and the hold that keeps it the object's on the host
+    /// (see `host`) until it is dropped; `ENOENT` if it has none left (or is the root).
+    fn named(&self) -> Result<(RwLockReadGuard<'_, ()>, HostName)> {
+        let held = self.host.read();
         let n = self.names.lock();
         let (d, name) = n.list.first().ok_or(Errno::ENOENT)?;
-        Ok((d.clone(), name.clone()))
+        Ok((held, (d.clone(), name.clone())))
     }
 }
 
@@ -453,13 +473,14 @@ impl HostFs {
         if let Some(fd) = node.dir.get() {
             return Ok(fd.clone());
         }
-        let (parent, name) = node.name()?;
+        let (held, (parent, name)) = node.named()?;
         let fd = open_at(
             &parent,
             &name,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW,
             dir.ino,
         )?;
+        drop(held);
         Ok(node.dir.get_or_init(|| Arc::new(fd)).clone())
     }
 
@@ -758,17 +779,37 @@ impl HostFs {
         let Ok(node) = self.node_of(inode) else {
             return;
         };
-        let dead = {
-            let mut names = node.names.lock();
-            change(&mut names);
-            names.dead = names.list.is_empty();
-            names.dead
-        };
+        let dead = change_names(&node, change);
         drop(node);
         if dead {
             self.forget(inode.ino);
         }
     }
+}
+
+/// Applies `change` to `node`'s names; `true` if none is left: the node is dead, and the
+/// caller takes it out of the cache ([`HostFs::forget`]) once it holds nothing of it.
+fn change_names(node: &HostNode, change: impl FnOnce(&mut Names)) -> bool {
+    let mut names = node.names.lock();
+    change(&mut names);
+    names.dead = names.list.is_empty();
+    names.dead
+}
+
+/// Holds the host locks (see `HostNode::host`) of the nodes `a` and `b` for writing, for
+/// a change that moves or removes their names on the host: in address order, the only
+/// order in which two are ever held, and once if they are one node.
+fn changing<'n>(
+    a: Option<&'n HostNode>,
+    b: Option<&'n HostNode>,
+) -> [Option<RwLockWriteGuard<'n, ()>>; 2] {
+    let (a, b) = match (a, b) {
+        (Some(x), Some(y)) if std::ptr::eq(x, y) => (Some(x), None),
+        (Some(x), Some(y)) if (x as *const HostNode) > (y as *const HostNode) => (Some(y), Some(x)),
+        pair => pair,
+    };
+    let first = a.map(|n| n.host.write());
+    [first, b.map(|n| n.host.write())]
 }
 
 /// The key of `inode`'s entry in `HostFs::kept`: its address, unique until its eviction,
@@ -915,7 +956,15 @@ impl FileSystem for HostFs {
     /// The engine let go of an object with no link left (its last name went while it was
     /// open, or an `O_TMPFILE` file was closed unlinked): its number is the host's to reuse.
     fn evict(&self, inode: &Inode) {
-        self.let_go(inode, |names| names.anon = None);
+        // The node goes with the engine's inode, even with names left: under the shared
+        // policy the engine's link count is the host's as last seen, so it can reach 0
+        // while the host still names the object. A node left in the cache would give the
+        // evicted inode to every later listing, which the walk finds evicted (never
+        // fresh) and lists again, forever; without it the name is loaded as a new object.
+        self.let_go(inode, |names| {
+            names.anon = None;
+            names.list.clear();
+        });
         let kept = self.kept.lock().remove(&kept_key(inode));
         drop(kept);
     }
@@ -1086,17 +1135,20 @@ impl FileSystem for HostFs {
         // The caller holds the object; its last name may have gone since it took the hold
         // (an unlink racing an open, between the directory lock and this call), and with
         // it the node: the descriptor kept for it then reaches it.
-        let names: Vec<HostName> = match self.node_of(inode) {
-            Ok(node) => {
-                let names = node.names.lock();
-                match (names.list.is_empty(), &names.anon) {
-                    (false, _) => names.list.clone(),
-                    // Read-write, like every `O_TMPFILE` descriptor.
-                    (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
-                    (true, None) => return self.reopen_kept(inode, write, Errno::ENOENT),
-                }
-            }
+        let node = match self.node_of(inode) {
+            Ok(node) => node,
             Err(e) => return self.reopen_kept(inode, write, e),
+        };
+        // No engine change moves a name of the object on the host while they are tried.
+        let held = node.host.read();
+        let names: Vec<HostName> = {
+            let names = node.names.lock();
+            match (names.list.is_empty(), &names.anon) {
+                (false, _) => names.list.clone(),
+                // Read-write, like every `O_TMPFILE` descriptor.
+                (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
+                (true, None) => Vec::new(),
+            }
         };
         // Each known name in turn, the last one checked first: a name the host gave to
         // another object (`ESTALE`) or took away (`ENOENT`) may be one the engine has not
@@ -1122,6 +1174,8 @@ impl FileSystem for HostFs {
                 r => return r,
             }
         }
+        drop(held);
+        drop(node);
         self.reopen_kept(inode, write, err)
     }
 
@@ -1238,8 +1292,17 @@ impl FileSystem for HostFs {
         } else {
             AtFlags::empty()
         };
+        let node = self.node_of(victim).ok();
+        let held = changing(node.as_deref(), None);
         self.removing(Some(victim), || rfs::unlinkat(&*dfd, name, flags))?;
-        self.unname(victim, &dfd, name);
+        let dead = node.as_deref().is_some_and(|n| {
+            change_names(n, |names| names.list.retain(|x| !same_name(x, &dfd, name)))
+        });
+        drop(held);
+        drop(node);
+        if dead {
+            self.forget(victim.ino);
+        }
         Ok(())
     }
 
@@ -1261,21 +1324,37 @@ impl FileSystem for HostFs {
             rfs::RenameFlags::empty()
         };
         let victim = replaced.filter(|_| !exchange);
+        // The names of both objects change on the host and in their nodes as one step for
+        // whoever reaches them by name.
+        let mnode = self.node_of(moved).ok();
+        let onode = replaced.and_then(|o| self.node_of(o).ok());
+        let held = changing(mnode.as_deref(), onode.as_deref());
         self.removing(victim, || {
             rfs::renameat_with(&*ofd, from.1, &*nfd, to.1, flags)
         })?;
-        let rename_in = |inode: &Inode, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
-            if let Ok(node) = self.node_of(inode) {
+        let rename_in = |node: Option<&HostNode>, old: (&Arc<OwnedFd>, &[u8]), new: HostName| {
+            if let Some(node) = node {
                 let mut names = node.names.lock();
                 names.list.retain(|n| !same_name(n, old.0, old.1));
                 names.list.push(new);
             }
         };
-        rename_in(moved, (&ofd, from.1), (nfd.clone(), to.1.into()));
-        match replaced {
-            Some(other) if exchange => rename_in(other, (&nfd, to.1), (ofd.clone(), from.1.into())),
-            Some(other) => self.unname(other, &nfd, to.1),
-            None => {}
+        rename_in(mnode.as_deref(), (&ofd, from.1), (nfd.clone(), to.1.into()));
+        let dead = match onode.as_deref() {
+            Some(other) if exchange => {
+                rename_in(Some(other), (&nfd, to.1), (ofd.clone(), from.1.into()));
+                None
+            }
+            Some(other) => change_names(other, |names| {
+                names.list.retain(|n| !same_name(n, &nfd, to.1))
+            })
+            .then_some(other.inode.ino),
+            None => None,
+        };
+        drop(held);
+        drop((mnode, onode));
+        if let Some(ino) = dead {
+            self.forget(ino);
         }
         Ok(())
     }
@@ -1283,6 +1362,8 @@ impl FileSystem for HostFs {
     fn link(&self, inode: &Inode, dir: &Inode, name: &[u8]) -> Result<()> {
         let dfd = self.dir_fd(dir)?;
         let node = self.node_of(inode)?;
+        // The source name stays the object's until the link is made.
+        let _held = node.host.read();
         let mut names = node.names.lock();
         match (names.list.first(), &names.anon) {
             (Some((sdir, sname)), _) => {
@@ -1311,9 +1392,14 @@ impl FileSystem for HostFs {
         // object may have no name left), or the root's own; or else by name (`Ok`), never
         // following a final symlink.
         let root = std::ptr::eq(inode, &*self.root);
-        let at = match fd.or_else(|| root.then(|| self.root_fd.as_fd())) {
-            Some(fd) => Err(fd),
-            None => Ok(self.node_of(inode)?.name()?),
+        let node;
+        let (_held, at) = match fd.or_else(|| root.then(|| self.root_fd.as_fd())) {
+            Some(fd) => (None, Err(fd)),
+            None => {
+                node = self.node_of(inode)?;
+                let (held, name) = node.named()?;
+                (Some(held), Ok(name))
+            }
         };
         if attr.uid.is_some() || attr.gid.is_some() {
             let (u, g) = (
@@ -1358,13 +1444,13 @@ impl FileSystem for HostFs {
             return Ok(None);
         };
         let opened;
-        let fd = match fd {
-            Some(fd) => fd,
-            None => {
-                let (dir, name) = self.node_of(inode)?.name()?;
+        let fd = match (fd, &at) {
+            (Some(fd), _) => fd,
+            (None, Err(fd)) => *fd,
+            (None, Ok((dir, name))) => {
                 opened = open_at(
-                    &dir,
-                    &name,
+                    dir,
+                    name,
                     OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
                     inode.ino,
                 )?;
@@ -1576,8 +1662,9 @@ impl HostFs {
             let dir = self.dir_fd(inode)?;
             return f(HostObj::Fd(dir.as_fd()));
         }
-        let named = self.node_of(inode).and_then(|n| n.name());
-        let (dir, name) = match named {
+        let node = self.node_of(inode);
+        let named = node.as_ref().map_err(|e| *e).and_then(|n| n.named());
+        let (_held, (dir, name)) = match named {
             Ok(n) => n,
             Err(e) => {
                 // A file whose last name went while it was open (see `kept`).

@@ -70,10 +70,10 @@ pub(crate) use loom::sync::atomic::{
 pub(crate) use PlainMutex as Mutex;
 
 #[cfg(all(not(loom), not(miri)))]
-pub(crate) use parking_lot::MutexGuard;
+pub(crate) use parking_lot::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(all(not(loom), miri))]
-pub(crate) use miri_locks::MutexGuard;
+pub(crate) use miri_locks::{MutexGuard, RwLockReadGuard, RwLockWriteGuard};
 
 #[cfg(not(miri))]
 pub(crate) use parking_lot::{Mutex as PlainMutex, RwLock};

@@ -1600,13 +1600,19 @@ fn a_closed_files_host_descriptor_closes_soon() {
 /// is the host's as last seen, and a name removed on the host may stay cached for its TTL.
 /// Here `a` and `b` are hard links; `b` goes on the host; a revalidation of `a` then sees
 /// one link, and the engine's unlink of `a` takes the count to 0, so the object is
-/// evicted while the stale name `b` still links it. Opening `b` (with and without
-/// `O_CREAT`) must ask the host again and answer as it does now (`b` is gone: `ENOENT`;
-/// `O_CREAT` makes a new file), never hang or panic.
+/// evicted while the cached name `b` still links it. Opening `b` (with and without
+/// `O_CREAT`) must ask the host again and answer as it does now, never hang or panic:
+/// - `b` stays gone: `ENOENT`, and `O_CREAT` makes a new file. Before daff384 the open
+///   with `O_CREAT` panicked.
+/// - `b` is made again on the host (`relinked`), so the count was lower than the truth and
+///   the host still names the evicted object: its node stayed in hostfs's cache with the
+///   evicted inode, every listing of `d` gave that inode back for `b`, every walk found it
+///   evicted and listed `d` again, and the open never returned (with `O_CREAT`: `ESTALE`).
+///   Now the node goes with the inode, and `b` is loaded as a new object.
 #[test]
 fn a_stale_name_of_an_evicted_object_is_looked_up_again() {
-    for creat in [false, true] {
-        let s = Scratch::new(&format!("stale-evicted-{creat}"));
+    for (relinked, creat) in [(false, false), (false, true), (true, false), (true, true)] {
+        let s = Scratch::new(&format!("stale-evicted-{relinked}-{creat}"));
         let r = |x: &str| s.0.join(x);
         std::fs::create_dir(r("d")).unwrap();
         std::fs::write(r("d/a"), b"1").unwrap();
@@ -1625,20 +1631,81 @@ fn a_stale_name_of_an_evicted_object_is_looked_up_again() {
         std::fs::remove_file(r("d/b")).unwrap();
         // `fstat` of the open `a` revalidates the file: one link.
         assert_eq!(p.fstat(a).unwrap().nlink, 1);
+        if relinked {
+            std::fs::hard_link(r("d/a"), r("d/b")).unwrap();
+        }
         p.close(a).unwrap();
         p.unlinkat(d, "a", AtF::empty()).unwrap();
-        let r = if creat {
-            p.openat(d, "b", VO::RDWR | VO::CREAT, 0o644)
+        // On another thread, so that a hang fails the test.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let q = p.fork();
+        std::thread::spawn(move || {
+            let r = if creat {
+                q.openat(d, "b", VO::RDWR | VO::CREAT, 0o644)
+            } else {
+                q.openat(d, "b", VO::RDONLY, 0)
+            };
+            let n = r.and_then(|fd| {
+                let n = q.fstat(fd).map(|st| st.nlink);
+                q.close(fd).unwrap();
+                n
+            });
+            tx.send(n).unwrap();
+        });
+        let case = format!("relinked {relinked}, O_CREAT {creat}");
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{case}: the open of `b` never returned"));
+        let want = if relinked || creat {
+            Ok(1)
         } else {
-            p.openat(d, "b", VO::RDONLY, 0)
+            Err(Errno::ENOENT)
         };
-        match (creat, r) {
-            (false, Err(e)) => assert_eq!(e, Errno::ENOENT),
-            (true, Ok(fd)) => {
-                assert_eq!(p.fstat(fd).unwrap().nlink, 1);
-                p.close(fd).unwrap();
-            }
-            (_, r) => panic!("O_CREAT {creat}: {r:?}"),
-        }
+        assert_eq!(got, want, "{case}");
     }
+}
+
+/// hostfs opens a file's data by one of its names. Two threads create-or-open `/d/f`
+/// while a third renames it away, so the name an open read from the file's node can be
+/// moved (and given to a new file) before the open reaches the host: that open failed
+/// with `ENOENT` (or `ESTALE`: the name named another object), which Linux never returns
+/// for an `O_CREAT` open of a name in a directory that exists. It failed in every one of
+/// five runs before the fix. Now a rename of the file waits for the opens using its names, and an
+/// open that finds the name moved uses the new one.
+#[test]
+fn opens_by_name_race_renames_of_that_name() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let s = Scratch::new("open-rename-race");
+    std::fs::create_dir(s.0.join("d")).unwrap();
+    let vfs = Vfs::new(HostFs::new(&s.0, HostFsOptions::default()).unwrap());
+    let p = vfs.process(Creds::root());
+    let stop = Arc::new(AtomicBool::new(false));
+    let openers: Vec<_> = (0..2)
+        .map(|_| {
+            let (q, stop) = (p.fork(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    let fd = q.open("/d/f", VO::WRONLY | VO::CREAT, 0o644);
+                    q.close(fd.expect("an O_CREAT open of /d/f")).unwrap();
+                }
+            })
+        })
+        .collect();
+    let q = p.fork();
+    let mover = std::thread::spawn(move || {
+        let mut moved = 0;
+        for _ in 0..20_000 {
+            match q.rename("/d/f", "/d/g") {
+                Ok(()) => moved += 1,
+                Err(e) => assert_eq!(e, Errno::ENOENT),
+            }
+        }
+        moved
+    });
+    let moved = mover.join();
+    stop.store(true, Relaxed);
+    for t in openers {
+        t.join().unwrap();
+    }
+    assert!(moved.unwrap() > 0);
 }

@@ -264,6 +264,8 @@ fn racing_renames_over_hostfs_check_mode() {
             ttl: Duration::ZERO,
         },
     ] {
+        // Named in the output, so that a failure says which policy it was under.
+        eprintln!("racing renames over hostfs, {policy:?}");
         let dir = scratch::Scratch::new("stress");
         let opts = HostFsOptions {
             max_inodes: Some(4),
