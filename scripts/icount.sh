@@ -45,3 +45,7 @@ per_op stat_tree_1024 100000 stat_tree 1024
 per_op stat_tree_128 100000 stat_tree 128
 # W7's loop: open, read 64 bytes, close, over 254 files in turn.
 per_op open_read_close 100000 orc_loop
+# W5's loop on one thread: stats over a host tree of 16,000 files through hostfs with its
+# inode cache capped at half of it, so that every directory is loaded again (the miss path;
+# host system calls are the kernel's and are not counted).
+per_op cold_tree_hostfs 32000 cold_tree
