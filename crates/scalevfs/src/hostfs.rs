@@ -1361,7 +1361,19 @@ impl FileSystem for HostFs {
 
     fn link(&self, inode: &Inode, dir: &Inode, name: &[u8]) -> Result<()> {
         let dfd = self.dir_fd(dir)?;
-        let node = self.node_of(inode)?;
+        let Ok(node) = self.node_of(inode) else {
+            // Every name hostfs knew for the object went (an unlink, a rename over it)
+            // while the engine still counts links (names hostfs never listed, or a count
+            // the shared policy took from the host). An open file is linked by the
+            // descriptor kept for it, through `/proc/self/fd` (Linux `linkat` of a magic
+            // link, which needs no privilege); else the link fails as if that removal had
+            // come first. The object gets no node back: it is still reached by that
+            // descriptor, and a listing that finds the new name loads it as a new node.
+            let fd = self.dup_kept(inode, Errno::ENOENT)?;
+            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            return rfs::linkat(rfs::CWD, &path, &*dfd, name, AtFlags::SYMLINK_FOLLOW)
+                .map_err(host);
+        };
         // The source name stays the object's until the link is made.
         let _held = node.host.read();
         let mut names = node.names.lock();

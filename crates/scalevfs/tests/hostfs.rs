@@ -1709,3 +1709,50 @@ fn opens_by_name_race_renames_of_that_name() {
     }
     assert!(moved.unwrap() > 0);
 }
+
+/// `d1/a` and `d2/c` are hard links on the host; the engine has listed only `d1`, so
+/// hostfs knows the object by `a` alone. An open description of it outlives the unlink of
+/// `a`, and the object, still linked as `c`, is linked again through the description
+/// (`linkat` with `AT_EMPTY_PATH`, as root). Linux links it; hostfs, which had let its
+/// node go with the last name it knew, failed with `ESTALE`, and now links it by the
+/// descriptor it kept for the open file. The kernel runs the same calls as the oracle.
+#[test]
+fn an_open_file_whose_known_names_went_is_linked_again() {
+    let s = Scratch::new("link-kept");
+    let r = |x: &str| s.0.join(x);
+    let lay_out = |top: &str| {
+        std::fs::create_dir_all(r(&format!("{top}/d1"))).unwrap();
+        std::fs::create_dir_all(r(&format!("{top}/d2"))).unwrap();
+        std::fs::write(r(&format!("{top}/d1/a")), b"1").unwrap();
+        std::fs::hard_link(r(&format!("{top}/d1/a")), r(&format!("{top}/d2/c"))).unwrap();
+    };
+    // The kernel.
+    lay_out("k");
+    let fd = rfs::open(r("k/d1/a").as_path(), OFlags::RDONLY, Mode::empty()).unwrap();
+    std::fs::remove_file(r("k/d1/a")).unwrap();
+    let want = rfs::linkat(
+        &fd,
+        "",
+        rfs::CWD,
+        r("k/d1/b").as_path(),
+        AtFlags::EMPTY_PATH,
+    )
+    .map_err(|e| e.raw_os_error());
+    // The engine, over its own copy.
+    lay_out("e/top");
+    let vfs = Vfs::new(HostFs::new(&r("e/top"), HostFsOptions::default()).unwrap());
+    let p = vfs.process(Creds::root());
+    let fd = p.open("/d1/a", VO::RDONLY, 0).unwrap();
+    p.unlink("/d1/a").unwrap();
+    let got = p
+        .linkat(fd, "", scalevfs::Fd::CWD, "/d1/b", AtF::EMPTY_PATH)
+        .map_err(|e| e.raw());
+    assert_eq!(got, want);
+    if want.is_ok() {
+        use std::os::unix::fs::MetadataExt;
+        let c = std::fs::metadata(r("e/top/d2/c")).unwrap();
+        let b = std::fs::metadata(r("e/top/d1/b")).unwrap();
+        assert_eq!((b.ino(), b.nlink()), (c.ino(), 2));
+        assert_eq!(p.stat("/d1/b").unwrap().nlink, 2);
+    }
+}
