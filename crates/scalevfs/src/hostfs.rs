@@ -40,7 +40,8 @@
 //! whose last name went is reached by a descriptor kept from that removal to its eviction
 //! (`HostFs::kept`), and opened again through it (`/proc/self/fd`) for a new description:
 //! one made from an `O_PATH` handle, or an open that took its hold just before a racing
-//! unlink took the name. What the host's file system keeps and refuses is its own: its sizes,
+//! unlink took the name; and linked again through it (`linkat` of that magic link), while
+//! the host still links it by names hostfs never listed. What the host's file system keeps and refuses is its own: its sizes,
 //! `ENOSPC`, `EOPNOTSUPP` where it has no such namespace, and its list order.
 //!
 //! # Ownership
