@@ -41,8 +41,9 @@
 //! (`HostFs::kept`), and opened again through it (`/proc/self/fd`) for a new description:
 //! one made from an `O_PATH` handle, or an open that took its hold just before a racing
 //! unlink took the name; and linked again through it (`linkat` of that magic link), while
-//! the host still links it by names hostfs never listed. What the host's file system keeps and refuses is its own: its sizes,
-//! `ENOSPC`, `EOPNOTSUPP` where it has no such namespace, and its list order.
+//! the host still links it by names hostfs never listed. What the host's file system keeps
+//! and refuses is its own: its sizes, `ENOSPC`, `EOPNOTSUPP` where it has no such
+//! namespace, and its list order.
 //!
 //! # Ownership
 //! What a caller creates belongs to the caller: the server `fchownat`s each new object to
@@ -65,8 +66,9 @@
 //! `O_TMPFILE` file never linked, or a count the shared policy took from the host that
 //! was lower than the truth), the node is marked dead and leaves the inode cache, because
 //! the host may now give its number to a new object, and a node never outlives its engine
-//! inode; a lookup that still finds a dead node takes it out and loads again. Since numbers are reused, [`FileSystem::reuses_inode_numbers`] is
-//! true, and the FUSE frontend checks that a node it finds by number is still the object.
+//! inode; a lookup that still finds a dead node takes it out and loads again. Since numbers
+//! are reused, [`FileSystem::reuses_inode_numbers`] is true, and the FUSE frontend checks
+//! that a node it finds by number is still the object.
 //!
 //! # Policy and staleness
 //! [`Policy::Exclusive`]: this process owns the tree, and nothing else changes it while it
@@ -150,13 +152,12 @@
 //! the table of host devices, taken only when an entry's device is not the root's; and
 //! `kept` (the descriptors of open files whose last name went, from that removal to their
 //! eviction), never held across a host call (a caller copies the descriptor with `dup` and
-//! lets go). The inode cache's shards are
-//! locked only briefly by a miss (see `icache`). A node's directory descriptor is set once
-//! (`OnceLock`). Loads hold no lock across the host. Changes are called by the engine with
-//! the directory locks of the directories they change held (as Linux holds `i_rwsem`
-//! across a file system's `create` or `rename`), so the host calls of a change are made
-//! under those engine locks, and two changes of one directory reach the host in the order
-//! the engine made them.
+//! lets go). The inode cache's shards are locked only briefly by a miss (see `icache`). A
+//! node's directory descriptor is set once (`OnceLock`). Loads hold no lock across the
+//! host. Changes are called by the engine with the directory locks of the directories they
+//! change held (as Linux holds `i_rwsem` across a file system's `create` or `rename`), so
+//! the host calls of a change are made under those engine locks, and two changes of one
+//! directory reach the host in the order the engine made them.
 
 use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
@@ -700,7 +701,7 @@ impl HostFs {
     /// again), or if `/proc` is not mounted.
     fn reopen_kept(&self, inode: &Inode, write: bool, err: Errno) -> Result<OwnedFd> {
         let fd = self.dup_kept(inode, err)?;
-        let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        let path = magic_link(&fd);
         let open = |acc: OFlags| {
             let flags = acc | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
             rfs::open(&path, flags, Mode::empty()).map_err(host)
@@ -811,6 +812,20 @@ fn changing<'n>(
     };
     let first = a.map(|n| n.host.write());
     [first, b.map(|n| n.host.write())]
+}
+
+/// The magic link of the descriptor `fd` (`/proc/self/fd/N`), which names its very object:
+/// Linux opens or links a file through it whatever names the file has left.
+fn magic_link(fd: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// `name` in `dir` no longer names `node`'s object: drops it from the known names; `true`
+/// if it was the last (see [`change_names`]).
+fn drop_name(node: &HostNode, dir: &Arc<OwnedFd>, name: &[u8]) -> bool {
+    change_names(node, |names| {
+        names.list.retain(|n| !same_name(n, dir, name))
+    })
 }
 
 /// The key of `inode`'s entry in `HostFs::kept`: its address, unique until its eviction,
@@ -1296,9 +1311,7 @@ impl FileSystem for HostFs {
         let node = self.node_of(victim).ok();
         let held = changing(node.as_deref(), None);
         self.removing(Some(victim), || rfs::unlinkat(&*dfd, name, flags))?;
-        let dead = node.as_deref().is_some_and(|n| {
-            change_names(n, |names| names.list.retain(|x| !same_name(x, &dfd, name)))
-        });
+        let dead = node.as_deref().is_some_and(|n| drop_name(n, &dfd, name));
         drop(held);
         drop(node);
         if dead {
@@ -1346,10 +1359,7 @@ impl FileSystem for HostFs {
                 rename_in(Some(other), (&nfd, to.1), (ofd.clone(), from.1.into()));
                 None
             }
-            Some(other) => change_names(other, |names| {
-                names.list.retain(|n| !same_name(n, &nfd, to.1))
-            })
-            .then_some(other.inode.ino),
+            Some(other) => drop_name(other, &nfd, to.1).then_some(other.inode.ino),
             None => None,
         };
         drop(held);
@@ -1371,9 +1381,14 @@ impl FileSystem for HostFs {
             // come first. The object gets no node back: it is still reached by that
             // descriptor, and a listing that finds the new name loads it as a new node.
             let fd = self.dup_kept(inode, Errno::ENOENT)?;
-            let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-            return rfs::linkat(rfs::CWD, &path, &*dfd, name, AtFlags::SYMLINK_FOLLOW)
-                .map_err(host);
+            return rfs::linkat(
+                rfs::CWD,
+                magic_link(&fd),
+                &*dfd,
+                name,
+                AtFlags::SYMLINK_FOLLOW,
+            )
+            .map_err(host);
         };
         // The source name stays the object's until the link is made.
         let _held = node.host.read();
