@@ -1,20 +1,39 @@
-//! W5's loop on one thread, for instruction counts under callgrind: `cold_tree N [CAP]`
-//! stats N files over hostfs, cycling over a host tree of 16 directories of 1,000 files
+//! W5's loop, for instruction counts under callgrind and for profiles at two threads:
+//! `cold_tree N [CAP] [THREADS] [split]` has each of THREADS threads (default 1) stat N
+//! files over hostfs, cycling over a host tree of its own of 16 directories of 1,000 files
 //! (made in a fresh directory on `/dev/shm`, removed at the end), with the inode cache
-//! capped at CAP objects (default 8,000, W5's cap: half the tree). Every directory the
+//! capped at CAP objects (default 8,000, W5's cap: half of one tree). Every directory the
 //! cycle comes back to was swept meanwhile and is loaded again, so this counts the miss
-//! path: the listing, the inode-cache inserts, the sweeps and the trims.
+//! path: the listing, the inode-cache inserts, the sweeps and the trims. At the end it
+//! prints the objects loaded per stat and the host listings per directory visit (1.0 when
+//! no directory is swept while a thread is in it).
+//!
+//! With `split`, each thread has a namespace of its own instead (a hostfs over its own
+//! tree, capped at CAP / THREADS), so that the threads share no cache at all: what is left
+//! between them is the process (the allocator, the epoch collector, the host's descriptor
+//! table). Comparing the two tells what the shared caches cost a second thread.
 
 mod common;
 
-use scalevfs::{Creds, HostFs, HostFsOptions, Vfs};
+use scalevfs::{Creds, HostFs, HostFsOptions, Process, Vfs};
+use std::sync::Arc;
 
 const DIRS: usize = 16;
 const FILES: usize = 1000;
 
+fn hostfs(root: &std::path::Path, cap: u64) -> Arc<Vfs> {
+    let opts = HostFsOptions {
+        max_inodes: Some(cap),
+        ..HostFsOptions::default()
+    };
+    Vfs::new(HostFs::new(root, opts).expect("hostfs over the tree"))
+}
+
 fn main() {
     let n = common::count();
     let cap: u64 = common::arg(2).and_then(|a| a.parse().ok()).unwrap_or(8000);
+    let threads: usize = common::arg(3).and_then(|a| a.parse().ok()).unwrap_or(1);
+    let split = common::arg(4).is_some_and(|a| a == "split");
     let base = if std::path::Path::new("/dev/shm").is_dir() {
         "/dev/shm"
     } else {
@@ -22,34 +41,90 @@ fn main() {
     };
     let root =
         std::path::PathBuf::from(format!("{base}/scalevfs-cold-tree-{}", std::process::id()));
-    let mut paths = Vec::with_capacity(DIRS * FILES);
-    for d in 0..DIRS {
-        let dir = root.join(format!("d{d:02}"));
-        std::fs::create_dir_all(&dir).expect("create the host tree");
-        for f in 0..FILES {
-            std::fs::write(dir.join(format!("f{f:03}")), b"").expect("create a host file");
-            paths.push(format!("/d{d:02}/f{f:03}"));
-        }
-    }
-    let opts = HostFsOptions {
-        max_inodes: Some(cap),
-        ..HostFsOptions::default()
+    // Each thread's tree is `t<i>` below the root; a namespace serves the root, or (one
+    // thread, or `split`) a namespace per tree serves that tree, so the paths have one
+    // component fewer.
+    let per_tree = split || threads == 1;
+    let paths: Vec<Vec<String>> = (0..threads)
+        .map(|t| {
+            let top = if per_tree {
+                String::new()
+            } else {
+                format!("/t{t}")
+            };
+            let mut paths = Vec::with_capacity(DIRS * FILES);
+            for d in 0..DIRS {
+                let dir = root.join(format!("t{t}/d{d:02}"));
+                std::fs::create_dir_all(&dir).expect("create the host tree");
+                for f in 0..FILES {
+                    std::fs::write(dir.join(format!("f{f:03}")), b"").expect("create a host file");
+                    paths.push(format!("{top}/d{d:02}/f{f:03}"));
+                }
+            }
+            paths
+        })
+        .collect();
+    let vfss: Vec<Arc<Vfs>> = if per_tree {
+        let share = (cap / threads as u64).max(1);
+        (0..threads)
+            .map(|t| hostfs(&root.join(format!("t{t}")), share))
+            .collect()
+    } else {
+        vec![hostfs(&root, cap)]
     };
-    let p =
-        Vfs::new(HostFs::new(&root, opts).expect("hostfs over the tree")).process(Creds::root());
-    let t = std::time::Instant::now();
-    let mut sum = 0u64;
-    for i in 0..n as usize {
-        sum = sum.wrapping_add(p.stat(&paths[i % paths.len()]).expect("stat").ino);
+    let p = vfss[0].process(Creds::root());
+    let stat = |p: &Process, paths: &[String], k: u64| {
+        p.stat(&paths[k as usize % paths.len()]).expect("stat").ino
+    };
+    if threads == 1 {
+        // On this thread, as the instruction counts recorded in perf/ were taken.
+        let t = std::time::Instant::now();
+        let mut sum = 0u64;
+        for k in 0..n {
+            sum = sum.wrapping_add(stat(&p, &paths[0], k));
+        }
+        if n > 0 {
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            println!("1 thread x {n} stats: {ns:.1} ns per stat (checksum {sum})");
+        }
+    } else {
+        // Each thread's own process: a fork of `p`, or one of its own namespace's.
+        let own = |p: &Process, t: usize| match split {
+            true => vfss[t].process(Creds::root()),
+            false => p.fork(),
+        };
+        common::run_threads(
+            &p,
+            n,
+            threads,
+            "stats",
+            |p, t| (own(p, t), &paths[t], std::cell::Cell::new(0u64)),
+            |_, (p, paths, sum), k| {
+                // Per thread: a shared sum would be a line both threads write.
+                sum.set(std::hint::black_box(
+                    sum.get().wrapping_add(stat(p, paths, k)),
+                ));
+            },
+        );
     }
-    let el = t.elapsed();
+    let (mut loads, mut listings) = (0, 0);
+    for v in &vfss {
+        let s = v.stats();
+        loads += s.root_fs.inode_cache.map_or(0, |c| c.loads);
+        listings += s.unpinned_calls;
+    }
     drop(p);
+    drop(vfss);
     std::fs::remove_dir_all(&root).expect("remove the host tree");
     if n > 0 {
+        let stats = threads as u64 * n;
         println!(
-            "{n} stats over {} host files, cache capped at {cap}: {:.1} ns/op (checksum {sum})",
-            paths.len(),
-            el.as_nanos() as f64 / n as f64
+            "{} host files, cache capped at {cap}{}: {:.3} objects loaded per stat; \
+             {:.3} host listings per directory visit",
+            threads * DIRS * FILES,
+            if split { " (split per thread)" } else { "" },
+            loads as f64 / stats as f64,
+            listings as f64 / stats.div_ceil(FILES as u64) as f64,
         );
     }
 }

@@ -1,6 +1,6 @@
 //! open / read 64 bytes / close over 254 files in turn, for instruction counts under
 //! callgrind (W7's loop): `orc_loop N` runs N triples (instructions per triple = total / N,
-//! minus the set-up counted with N = 0).
+//! minus the set-up counted with N = 0). `orc_threads` runs it on several threads.
 
 mod common;
 
@@ -9,11 +9,7 @@ use scalevfs::{Creds, OFlags, Vfs};
 fn main() {
     let n = common::count();
     let p = Vfs::new_memfs().process(Creds::root());
-    p.mkdir("/w7", 0o755).expect("mkdir");
-    let paths: Vec<String> = (0..254).map(|f| format!("/w7/f{f:03}")).collect();
-    for path in &paths {
-        p.write_file(path, &[b'x'; 64]).expect("create a file");
-    }
+    let paths = common::w7_files(&p);
     let mut buf = [0u8; 64];
     let t = std::time::Instant::now();
     let mut sum = 0usize;

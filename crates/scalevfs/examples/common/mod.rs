@@ -61,3 +61,18 @@ pub fn run_threads<S>(
         );
     }
 }
+
+/// W7's files: `/w7/f000` .. `/w7/f253`, each holding 64 bytes; returns their paths.
+pub fn w7_files(p: &Process) -> Vec<String> {
+    w7_files_in(p, "/w7")
+}
+
+/// W7's files in directory `dir` (made here).
+pub fn w7_files_in(p: &Process, dir: &str) -> Vec<String> {
+    p.mkdir(dir, 0o755).expect("mkdir");
+    let paths: Vec<String> = (0..254).map(|f| format!("{dir}/f{f:03}")).collect();
+    for path in &paths {
+        p.write_file(path, &[b'x'; 64]).expect("create a file");
+    }
+    paths
+}
