@@ -102,6 +102,11 @@
 //!   names another object marks its directory stale, and the walk runs again: the
 //!   directory's next lock lists it again, whatever its times say, so the retry makes
 //!   progress. [`SuperBlock::lock_dir`] revalidates a directory past its deadline too.
+//!   A file system that keeps contradicting itself (a listing that gives the name an
+//!   object that its revalidation then disowns, round after round) would make the locked
+//!   walk run again forever: each thread counts the directories it marks stale
+//!   ([`stale_marks`]), and a locked walk that saw [`MAX_STALE_MARKS`] of them gives up with
+//!   `ESTALE`, as Linux gives up on a name that NFS keeps finding stale.
 //! - `fstat` of what a caller holds open revalidates its attributes past their deadline
 //!   ([`FileSystem::revalidate_held`]); a directory's deadline stays, since it also covers
 //!   the entries, which only a listing revalidates.
@@ -573,6 +578,23 @@ const NEG_RECHECK: u32 = 64;
 const LOAD_QUEUES: usize = 64;
 
 static NEXT_SB: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Directories this thread marked stale ([`SuperBlock::mark_stale`]), ever (wrapping).
+    static STALE_MARKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// How many directories this thread has marked stale so far (a wrapping count): a locked
+/// walk compares it before and after its rounds (see "Revalidation").
+pub(crate) fn stale_marks() -> u32 {
+    STALE_MARKS.with(std::cell::Cell::get)
+}
+
+/// Directories a locked walk may see marked stale, by its own thread, before it gives up
+/// with `ESTALE` (see "Revalidation"). A name the host changes again and again while one
+/// call walks to it is rare; a file system that disowns its own answers does it at every
+/// round.
+pub(crate) const MAX_STALE_MARKS: u32 = 64;
 
 /// A file-system instance as the engine holds it: what [`crate::Vfs::new`] and
 /// [`crate::Process::mount`] take, and what [`crate::MemFs::new`] makes. Mounting one
@@ -1277,6 +1299,7 @@ impl SuperBlock {
             m.lock().stale = true;
         }
         dir.set_valid_until(0);
+        STALE_MARKS.with(|c| c.set(c.get().wrapping_add(1)));
     }
 
     /// Refreshes the attributes of `inode` (of this file system, not a directory), found as
@@ -1637,6 +1660,9 @@ mod tests {
         pinned: AtomicUsize,
         /// Revalidations asked (directories and attributes).
         revalidations: AtomicUsize,
+        /// Every revalidation of an object's attributes answers that its name names
+        /// another object now (a backend that keeps answering stale).
+        always_stale: std::sync::atomic::AtomicBool,
     }
 
     impl Probe {
@@ -1716,7 +1742,7 @@ mod tests {
         fn revalidate_attr(&self, _: &Inode, _: &[u8], _: &Inode) -> Result<bool> {
             self.probe.call();
             self.probe.revalidations.fetch_add(1, SeqCst);
-            Ok(true)
+            Ok(!self.probe.always_stale.load(SeqCst))
         }
         fn load_dir(&self, dir: &Inode) -> Result<Listing> {
             self.probe.call();
@@ -1804,6 +1830,36 @@ mod tests {
             max_dentries,
             ttl,
         )
+    }
+
+    /// A file system that answers every revalidation of an object with "its name names
+    /// another object now", and every listing with the same names, as a store that keeps
+    /// answering stale would: with a TTL of zero, each walk to `/a/x` lists `/a` again and
+    /// finds `x` stale again. The call ends with `ESTALE` after a bounded number of rounds,
+    /// as Linux gives up on a name that NFS keeps finding stale, instead of walking again
+    /// forever (it did: the locked walk retried without bound).
+    #[test]
+    fn a_backend_that_keeps_answering_stale_gets_estale_not_a_hang() {
+        let (vfs, probe) = tree_ttl(None, Some(std::time::Duration::ZERO));
+        let p = vfs.process(Creds::root());
+        assert!(p.stat("/a/x").is_ok(), "a fresh answer is served");
+        probe.always_stale.store(true, SeqCst);
+        let (tx, rx) = mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let _ = tx.send((
+                p.stat("/a/x").map(|_| ()),
+                p.open("/a/x", crate::OFlags::RDONLY, 0).map(|_| ()),
+            ));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a call on an always-stale name came back within 20 s");
+        worker.join().unwrap();
+        assert_eq!(got, (Err(Errno::ESTALE), Err(Errno::ESTALE)));
+        // And a name that is fine again is served again.
+        probe.always_stale.store(false, SeqCst);
+        let p = vfs.process(Creds::root());
+        assert!(p.stat("/a/x").is_ok());
     }
 
     /// `/w0` .. `/w3`, each holding `f0` .. `f63` (files numbered `1000 * (w + 1) + f`)

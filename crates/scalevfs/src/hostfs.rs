@@ -103,7 +103,9 @@
 //!   found naming it first, each checked to still name it (a name the host gave to another
 //!   object, or took away, is skipped). If none does (`ESTALE`: the name was replaced
 //!   after the walk checked it), what the engine knew expires, and the open walks again
-//!   (up to 8 times), as Linux retries an NFS lookup.
+//!   (up to 8 times), as Linux retries an NFS lookup. A walk that keeps finding the host's
+//!   answers disowned by the host (a name listed as one object and revalidated as another,
+//!   64 times in one call) ends with `ESTALE` too (`backend`, "Revalidation").
 //!
 //! What a caller can see: a change made on the host becomes visible at most one TTL after
 //! it is made, plus one use (the use that finds the deadline past asks the host). Within

@@ -34,7 +34,11 @@
 //! the mount it stands in detached by `umount`): the driver then walks again, still
 //! locked. Each such round follows a namespace or mount change that completed meanwhile,
 //! so the system makes progress, as with the fast walk's retries; no mode ever retries in
-//! a way it cannot.
+//! a way it cannot. It also returns `Retry` when the file system disowned what it had
+//! answered (a name revalidated as naming another object marks its directory stale, to be
+//! listed again): that is progress only if the file system's next answer holds, so a
+//! locked walk whose thread marked `backend::MAX_STALE_MARKS` directories stale meanwhile
+//! ends with `ESTALE` (see `backend`, "Revalidation").
 //!
 //! # Holding a position
 //! An operation that acts where a walk ended (open, create, unlink, rename, chdir, chmod,
@@ -660,12 +664,20 @@ fn dotdot<'g>(ctx: &Ctx<'g>, mut pos: Pos<'g>, locked: bool) -> Result<Pos<'g>, 
 /// counting the fallback and each walk again in `vfs`'s statistics.
 fn locked<T>(vfs: &Vfs, op: &mut impl FnMut(bool) -> Result<T, Fail>) -> Result<T, Errno> {
     vfs.counters.fallbacks.add(1);
+    let marks = crate::backend::stale_marks();
     loop {
         match op(true) {
             Ok(v) => return Ok(v),
             Err(Fail::Err(e)) => return Err(e),
             Err(Fail::Retry) => {
                 vfs.counters.rewalks.add(1);
+                // A file system that keeps disowning what it answered (see `backend`,
+                // "Revalidation"): give up as NFS does, rather than walk forever.
+                if crate::backend::stale_marks().wrapping_sub(marks)
+                    >= crate::backend::MAX_STALE_MARKS
+                {
+                    return Err(Errno::ESTALE);
+                }
                 std::hint::spin_loop()
             }
         }
