@@ -23,7 +23,9 @@
 //! description's data descriptor where there is one (an unlinked file has no name), else by
 //! name without following a final symlink (`fchownat`/`utimensat` with
 //! `AT_SYMLINK_NOFOLLOW`; `chmod` through a descriptor opened `O_NOFOLLOW`, since not every
-//! kernel has `fchmodat2`). Data: `pread`/`pwrite`/`ftruncate`/`fallocate`/`fsync` on the
+//! kernel has `fchmodat2`), else, for an object whose known names all went (held by an
+//! `O_PATH` handle), by the descriptor kept for an open file; an object with none of these
+//! (an unlinked symlink held by a handle) has only the engine's attributes to change. Data: `pread`/`pwrite`/`ftruncate`/`fallocate`/`fsync` on the
 //! description's data descriptor; `SEEK_DATA`/`SEEK_HOLE` ask the host.
 //!
 //! The engine's inode keeps the attributes callers see: mode, owner and times as the engine
@@ -1416,20 +1418,40 @@ impl FileSystem for HostFs {
         attr: &StoreAttr,
         fd: Option<BorrowedFd<'_>>,
     ) -> Result<Option<u64>> {
-        // The description's data descriptor when there is one (the object may have no
-        // name left); else by name, never following a final symlink.
         // By descriptor (`Err`): the description's data descriptor when there is one (the
         // object may have no name left), or the root's own; or else by name (`Ok`), never
-        // following a final symlink.
+        // following a final symlink; or else, for an object whose known names all went
+        // (held open, or by an `O_PATH` handle), by the descriptor kept for an open
+        // regular file. An object with neither (a symlink or a special file held by a
+        // handle) is named by nothing hostfs knows on the host: the engine's attributes are
+        // all there is to change, as Linux changes an unlinked inode's.
         let root = std::ptr::eq(inode, &*self.root);
         let node;
+        let kept;
         let (_held, at) = match fd.or_else(|| root.then(|| self.root_fd.as_fd())) {
-            Some(fd) => (None, Err(fd)),
+            Some(fd) => (None, Some(Err(fd))),
             None => {
-                node = self.node_of(inode)?;
-                let (held, name) = node.named()?;
-                (Some(held), Ok(name))
+                let named = match self.node_of(inode) {
+                    Ok(n) => {
+                        node = n;
+                        node.named().ok()
+                    }
+                    Err(_) => None,
+                };
+                match named {
+                    Some((held, name)) => (Some(held), Some(Ok(name))),
+                    None => match self.dup_kept(inode, Errno::ENOENT) {
+                        Ok(fd) => {
+                            kept = fd;
+                            (None, Some(Err(kept.as_fd())))
+                        }
+                        Err(_) => (None, None),
+                    },
+                }
             }
+        };
+        let Some(at) = at else {
+            return Ok(None);
         };
         if attr.uid.is_some() || attr.gid.is_some() {
             let (u, g) = (

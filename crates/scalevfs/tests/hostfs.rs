@@ -1756,3 +1756,54 @@ fn an_open_file_whose_known_names_went_is_linked_again() {
         assert_eq!(p.stat("/d1/b").unwrap().nlink, 2);
     }
 }
+
+/// A file and a symlink, each opened `O_PATH` (the symlink with `O_NOFOLLOW`), lose their
+/// only name; then their owner is changed through the handle (`fchownat` with
+/// `AT_EMPTY_PATH`, as root). Linux changes the unlinked object's owner, since the handle
+/// holds it. The kernel runs the same calls as the oracle.
+#[test]
+fn an_unlinked_object_held_by_a_path_handle_gets_its_new_owner() {
+    let s = Scratch::new("chown-unlinked");
+    let r = |x: &str| s.0.join(x);
+    let lay_out = |top: &str| {
+        std::fs::create_dir_all(r(top)).unwrap();
+        std::fs::write(r(&format!("{top}/f")), b"1").unwrap();
+        std::os::unix::fs::symlink("f", r(&format!("{top}/l"))).unwrap();
+    };
+    lay_out("k");
+    lay_out("e");
+    let vfs = Vfs::new(HostFs::new(&r("e"), HostFsOptions::default()).unwrap());
+    let p = vfs.process(Creds::root());
+    for (name, nofollow) in [("f", false), ("l", true)] {
+        let mut kflags = OFlags::PATH;
+        let mut eflags = VO::PATH;
+        if nofollow {
+            kflags |= OFlags::NOFOLLOW;
+            eflags |= VO::NOFOLLOW;
+        }
+        let kfd = rfs::open(r(&format!("k/{name}")).as_path(), kflags, Mode::empty()).unwrap();
+        std::fs::remove_file(r(&format!("k/{name}"))).unwrap();
+        let want = rfs::chownat(
+            &kfd,
+            "",
+            Some(rfs::Uid::from_raw(1234)),
+            Some(rfs::Gid::from_raw(4321)),
+            AtFlags::EMPTY_PATH,
+        )
+        .map_err(|e| e.raw_os_error());
+        let want_owner = want.map(|()| {
+            let st = rfs::fstat(&kfd).unwrap();
+            (st.st_uid, st.st_gid)
+        });
+        let efd = p.open(format!("/{name}"), eflags, 0).unwrap();
+        p.unlink(format!("/{name}")).unwrap();
+        let got = p
+            .fchownat(efd, "", Some(1234), Some(4321), AtF::EMPTY_PATH)
+            .map_err(|e| e.raw());
+        let got_owner = got.map(|()| {
+            let st = p.fstat(efd).unwrap();
+            (st.uid, st.gid)
+        });
+        assert_eq!(got_owner, want_owner, "{name}");
+    }
+}
