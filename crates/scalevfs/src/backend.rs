@@ -1839,6 +1839,10 @@ mod tests {
     /// as Linux gives up on a name that NFS keeps finding stale, instead of walking again
     /// forever (it did: the locked walk retried without bound).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "64 rounds of walks, loads and revalidations against a 20-second deadline; the walk's code runs under Miri in the other tests"
+    )]
     fn a_backend_that_keeps_answering_stale_gets_estale_not_a_hang() {
         let (vfs, probe) = tree_ttl(None, Some(std::time::Duration::ZERO));
         let p = vfs.process(Creds::root());
