@@ -25,8 +25,9 @@
 //! `AT_SYMLINK_NOFOLLOW`; `chmod` through a descriptor opened `O_NOFOLLOW`, since not every
 //! kernel has `fchmodat2`), else, for an object whose known names all went (held by an
 //! `O_PATH` handle), by the descriptor kept for an open file; an object with none of these
-//! (an unlinked symlink held by a handle) has only the engine's attributes to change. Data: `pread`/`pwrite`/`ftruncate`/`fallocate`/`fsync` on the
-//! description's data descriptor; `SEEK_DATA`/`SEEK_HOLE` ask the host.
+//! (an unlinked symlink held by a handle) has only the engine's attributes to change.
+//! Data: `pread`/`pwrite`/`ftruncate`/`fallocate`/`fsync` on the description's data
+//! descriptor; `SEEK_DATA`/`SEEK_HOLE` ask the host.
 //!
 //! The engine's inode keeps the attributes callers see: mode, owner and times as the engine
 //! set them (the host sets its own times for its own changes, within microseconds of
@@ -1431,14 +1432,8 @@ impl FileSystem for HostFs {
         let (_held, at) = match fd.or_else(|| root.then(|| self.root_fd.as_fd())) {
             Some(fd) => (None, Some(Err(fd))),
             None => {
-                let named = match self.node_of(inode) {
-                    Ok(n) => {
-                        node = n;
-                        node.named().ok()
-                    }
-                    Err(_) => None,
-                };
-                match named {
+                node = self.node_of(inode).ok();
+                match node.as_ref().and_then(|n| n.named().ok()) {
                     Some((held, name)) => (Some(held), Some(Ok(name))),
                     None => match self.dup_kept(inode, Errno::ENOENT) {
                         Ok(fd) => {
