@@ -2,10 +2,16 @@
 //!
 //! # Layout
 //! A [`Dentry`] keeps what the walk reads (sequence counter, flags, key hash, parent,
-//! inode, chain link, name) in its first two cache lines, and what writers touch on other
-//! paths (the reference count, the readdir cookie) on a third line of their own, so taking
-//! a reference never invalidates a line a lookup reads (seed 000, part 2). A test checks the
-//! offsets.
+//! inode, chain link, name) in its first 96 bytes, and what writers touch on other paths
+//! (the reference count, the readdir cookie) 64 bytes past them, so that taking a reference
+//! never invalidates a line a lookup reads (seed 000, part 2), wherever the allocation
+//! starts. A test checks the offsets.
+//!
+//! The dentry is 176 bytes with no alignment of its own: an `align(64)` (as it once had,
+//! at 192 bytes) sends each one through mimalloc's aligned path into its 256-byte class,
+//! 264 bytes per name in practice; at 176 it comes from the 192-byte class (blocks a
+//! multiple of 64 bytes apart from 64-aligned pages, so the lines fall as above with no
+//! attribute), 199 bytes in practice (`scalevfs bench --only W12`; see BENCHMARKS.md).
 //!
 //! # Lookup
 //! The hash is an array of chains of intrusive, epoch-protected pointers, keyed by
@@ -112,8 +118,9 @@ pub const REFERENCED: u32 = 8;
 /// reads only their dentries' first line, never their inodes.
 pub const DIR: u32 = 16;
 
-/// The fields written on paths other than lookup, on their own cache line.
-#[repr(C, align(64))]
+/// The fields written on paths other than lookup, on a cache line of their own (see
+/// "Layout").
+#[repr(C)]
 pub struct Cold {
     /// References; see the module docs.
     pub refs: RefCount,
@@ -122,7 +129,7 @@ pub struct Cold {
 }
 
 /// A name in the namespace: a (parent, name) -> inode binding, or a negative entry.
-#[repr(C, align(64))]
+#[repr(C)]
 pub struct Dentry {
     /// Bumped when parent, name or inode change, and when the dentry is unhashed.
     pub seq: SeqCount,
@@ -139,9 +146,14 @@ pub struct Dentry {
     pub next: AtomicPtr<Dentry>,
     /// The name.
     pub name: DName,
+    /// Keeps `cold` off every line that holds a lookup field (see "Layout").
+    _gap: [u64; GAP_WORDS],
     /// Reference count and cookie.
     pub cold: Cold,
 }
+
+/// Words between the name and `cold`: a whole line, so that no line holds both.
+const GAP_WORDS: usize = 8;
 
 // SAFETY: all shared fields are atomics or epoch-managed; see the module docs.
 unsafe impl Send for Dentry {}
@@ -825,6 +837,7 @@ impl DHash {
             inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(name.bytes),
+            _gap: [0; GAP_WORDS],
             cold: Cold {
                 refs: RefCount::new(1),
                 cookie: AtomicU64::new(cookie),
@@ -862,6 +875,7 @@ impl DHash {
             inode: AtomicPtr::new(Arc::into_raw(inode) as *mut _),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(b"/"),
+            _gap: [0; GAP_WORDS],
             cold: Cold {
                 refs: RefCount::new(1),
                 cookie: AtomicU64::new(0),
@@ -893,13 +907,10 @@ impl DHash {
 
     fn recookie(&self, d: &Dentry, dir: &mut crate::inode::DirState) {
         let old = d.cold.cookie.load(Relaxed);
-        let p = dir
-            .children
-            .remove(&old)
-            .expect("child missing from its directory");
         let c = dir.alloc_cookie();
+        let moved = dir.children.rekey_to_end(old, c);
+        assert!(moved, "child missing from its directory");
         d.cold.cookie.store(c, Relaxed);
-        dir.children.insert(c, p);
     }
 
     /// Unlink of a non-directory: the child turns negative in place. The caller holds the
@@ -1146,16 +1157,30 @@ mod tests {
 
     #[test]
     fn lookup_fields_apart_from_refcount() {
-        // The walk reads the first two lines; references are taken on the third.
+        // The walk reads the lookup fields; references are taken on `cold`, at least a
+        // line past the last of them, so no line holds both wherever the dentry starts.
+        let lookup_end = [
+            offset_of!(Dentry, seq) + 8,
+            offset_of!(Dentry, flags) + 4,
+            offset_of!(Dentry, hash) + 8,
+            offset_of!(Dentry, parent) + 8,
+            offset_of!(Dentry, inode) + 8,
+            offset_of!(Dentry, next) + 8,
+            offset_of!(Dentry, name) + size_of::<DName>(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap();
         assert_eq!(offset_of!(Dentry, seq), 0);
-        assert!(offset_of!(Dentry, next) < 64);
-        assert!(offset_of!(Dentry, inode) < 64);
-        assert!(offset_of!(Dentry, parent) < 64);
-        assert!(offset_of!(Dentry, hash) < 64);
-        assert!(offset_of!(Dentry, name) + size_of::<DName>() <= 128);
-        assert_eq!(offset_of!(Dentry, cold) % 64, 0);
-        assert!(offset_of!(Dentry, cold) >= 128);
-        assert_eq!(size_of::<Dentry>(), 192);
+        assert!(offset_of!(Dentry, cold) >= lookup_end + 64, "{lookup_end}");
+        assert_eq!(
+            offset_of!(Dentry, cold) + size_of::<Cold>(),
+            size_of::<Dentry>()
+        );
+        // mimalloc's 192-byte class serves up to 184 bytes (see "Layout"), with no
+        // alignment beyond a word's.
+        assert!(size_of::<Dentry>() <= 184, "{}", size_of::<Dentry>());
+        assert_eq!(std::mem::align_of::<Dentry>(), 8);
     }
 
     use crate::inode::{Contents, DirState};

@@ -25,6 +25,7 @@
 
 mod backend;
 mod dentry;
+mod dirindex;
 mod errno;
 mod file;
 mod filelock;

@@ -179,7 +179,7 @@ impl Process {
             *pos = 2;
         }
         if out.len() < max_entries {
-            for (&cookie, child) in st.children.range((*pos).max(3)..) {
+            for (&cookie, child) in st.children.range_from((*pos).max(3)) {
                 // SAFETY: children are hashed, and the hash's reference keeps them alive
                 // while we hold the directory lock.
                 let child = unsafe { child.as_ref() };
