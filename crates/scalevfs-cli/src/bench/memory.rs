@@ -191,7 +191,7 @@ pub fn child(system: System, files: usize) -> Result<(), Error> {
         System::Vfs | System::Wasmer => {
             return Err(format!("{} is not in this build", system.name()).into())
         }
-        System::Kernel | System::Fuse => {
+        System::Kernel | System::Fuse | System::Control => {
             return Err(format!("W12 is not measured in a child for {}", system.name()).into())
         }
     };

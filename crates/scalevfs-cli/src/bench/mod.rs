@@ -33,6 +33,7 @@
 //! warm-up and then the systems in turn, each run yielding one figure per phase.
 
 mod cleanup;
+mod control;
 mod memory;
 mod plot;
 mod report;
@@ -80,7 +81,8 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_parser = Workload::parse, value_name = "IDS")]
     only: Vec<Workload>,
     /// Only these systems, comma-separated: kernel, vfs, wasmer, scalevfs, fuse (fuse needs
-    /// root and /dev/fuse, and is skipped with a note otherwise).
+    /// root and /dev/fuse, and is skipped with a note otherwise), control (a loop that shares
+    /// nothing, measured beside each timed case: what the machine gave a second thread).
     #[arg(long, value_delimiter = ',', value_parser = System::parse, value_name = "SYSTEMS")]
     systems: Vec<System>,
     /// Write one JSON record per figure to FILE.
@@ -213,6 +215,8 @@ struct Systems {
     fuse: Option<Kernel>,
     /// Why fuse was selected but is not measured.
     fuse_skipped: Option<String>,
+    /// Whether the control row is measured beside each timed loop.
+    control: bool,
 }
 
 impl Systems {
@@ -257,6 +261,7 @@ impl Systems {
             engine,
             fuse,
             fuse_skipped,
+            control: plan.systems.contains(&System::Control),
         })
     }
 
@@ -412,8 +417,11 @@ pub fn run(args: Args) -> Result<(), Error> {
         let Some((_, first)) = sets.first() else {
             continue;
         };
-        let runs_per_case = (plan.runs as u64 + 1) * sets.len() as u64;
-        progress.inc_length(runs_per_case * (first.len() * plan.threads.len()) as u64);
+        // The control sits beside each timed loop (a phased case's figures are its phases).
+        let control = |case: &Case| systems.control && case.figure_variants().len() == 1;
+        let rows_of = |case: &Case| sets.len() as u64 + u64::from(control(case));
+        let runs: u64 = first.iter().map(rows_of).sum();
+        progress.inc_length((plan.runs as u64 + 1) * runs * plan.threads.len() as u64);
         for (v, case) in first.iter().enumerate() {
             for (sys, cases) in &sets {
                 if cases.get(v).map(|c| &c.variant) != Some(&case.variant) {
@@ -422,7 +430,11 @@ pub fn run(args: Args) -> Result<(), Error> {
             }
             // A peer that fails on this case sits out the rest of it, at every thread count.
             let mut failed: Vec<(System, usize, Error)> = Vec::new();
-            let cases: Vec<(System, &Case)> = sets.iter().map(|(s, c)| (*s, &c[v])).collect();
+            let mut cases: Vec<(System, &Case)> = sets.iter().map(|(s, c)| (*s, &c[v])).collect();
+            let probe = control(case).then(|| control::case(&case.variant));
+            if let Some(p) = &probe {
+                cases.push((System::Control, p));
+            }
             progress.set_message(format!("{} {}", w.id(), case.variant));
             let measured = measure(&plan, &cpus, w, &cases, &progress, &mut failed)?;
             for (sys, threads, e) in &failed {
@@ -645,6 +657,14 @@ fn print_preamble(plan: &Plan, cpus: &Cpus, systems: &Systems) {
     }
     if let Some(why) = &systems.fuse_skipped {
         println!("fuse:     skipped: {why}");
+    }
+    if systems.control {
+        println!(
+            "control:  not a file system: a loop that shares nothing between threads (a lookup \
+             in a table of the thread's own, a 64-byte copy into a fresh allocation), measured \
+             in the same rounds as each timed case; its scale is what this machine gave a \
+             second thread meanwhile"
+        );
     }
     let cols = systems.columns();
     let mut legend =

@@ -3,7 +3,7 @@
 //! 1. Rate at one thread, by case and system (horizontal bars, log scale): how far apart the
 //!    systems are.
 //! 2. Scaling: each system's rate at the largest thread count over its rate at one thread, with
-//!    the ideal (the thread count) marked.
+//!    the ideal (the thread count) marked, and the control's scale beside them.
 //! 3. W12: bytes per empty file by system, with docs/WORKLOADS.md's target marked.
 //!
 //! The text is set in DejaVu Sans, embedded in the binary, so that the plot draws the same on a
@@ -46,6 +46,7 @@ fn color(sys: System) -> RGBColor {
         System::Wasmer => RGBColor(204, 121, 167),
         System::Scalevfs => RGBColor(0, 114, 178),
         System::Fuse => RGBColor(86, 180, 233),
+        System::Control => RGBColor(170, 170, 170),
     }
 }
 
@@ -117,7 +118,13 @@ pub fn write(
     plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
         .map_err(|_| "plot: the embedded font does not load")?;
 
-    let rates = by_case(figures, |f| f.threads == 1, |f| Some(f.ops.median));
+    // The control's rate counts its probes, not the case's operations: it is drawn only in
+    // the scaling chart.
+    let rates = by_case(
+        figures,
+        |f| f.threads == 1 && f.system != System::Control,
+        |f| Some(f.ops.median),
+    );
     let top = threads.iter().copied().max().unwrap_or(1);
     let scaling = by_case(
         figures,

@@ -267,7 +267,7 @@ pub fn rows(
                 _ => ratio_cell(Some(f.ops.median), one_thread(f.system)),
             };
             let vs_kernel = match f.system {
-                System::Kernel => "-".to_owned(),
+                System::Kernel | System::Control => "-".to_owned(),
                 _ => ratio_cell(Some(f.ops.median), rate(System::Kernel)),
             };
             let vs_peer = match f.system {
@@ -282,7 +282,10 @@ pub fn rows(
                 [
                     f.workload.id(),
                     &f.variant,
-                    f.workload.unit().name(),
+                    match f.system {
+                        System::Control => "probes",
+                        _ => f.workload.unit().name(),
+                    },
                     &f.threads.to_string(),
                     f.system.name(),
                     &rate_cell(f),
@@ -333,6 +336,45 @@ pub fn memory_rows(figures: &[MemFigure]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_control_row_has_a_scale_and_no_ratio_to_the_kernel() {
+        let fig = |system, threads, rate| Figure {
+            workload: Workload::W7,
+            variant: "open_read_close".to_owned(),
+            system,
+            threads,
+            ops: Summary::of(&[rate]),
+            runs: 1,
+        };
+        let cols = Columns {
+            vs_kernel: true,
+            vs_peer: false,
+            vs_fuse: false,
+        };
+        let one = |sys: System| match sys {
+            System::Kernel => Some(1e6),
+            System::Control => Some(2e7),
+            _ => None,
+        };
+        let group = [fig(System::Kernel, 2, 1.5e6), fig(System::Control, 2, 3e7)];
+        let rows = rows(&group, one, cols);
+        let cells: Vec<Vec<&str>> = rows
+            .iter()
+            .map(|r| r.split_whitespace().collect())
+            .collect();
+        // wl variant unit thr system rate [min..max] ns/op scale vs-kernel
+        assert_eq!(cells[0][2], "triples");
+        assert_eq!(cells[0][9], "-");
+        assert_eq!(cells[1][2], "probes");
+        assert_eq!(cells[1][4], "control");
+        assert_eq!(cells[1][8], "1.50x", "the control's scale: {}", rows[1]);
+        assert_eq!(
+            cells[1][9], "-",
+            "no ratio of probes to system calls: {}",
+            rows[1]
+        );
+    }
 
     #[test]
     fn summary_takes_the_middle() {

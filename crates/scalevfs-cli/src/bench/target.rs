@@ -46,16 +46,21 @@ pub enum System {
     /// The scalevfs engine over memfs, served through FUSE from this process and used with
     /// real system calls through the mount.
     Fuse,
+    /// Not a file system: a loop that shares nothing between threads, measured beside each
+    /// case so that its scale shows what the machine gave a second thread meanwhile (see
+    /// `bench::control`).
+    Control,
 }
 
 impl System {
     /// Every system, in table order.
-    pub const ALL: [System; 5] = [
+    pub const ALL: [System; 6] = [
         System::Kernel,
         System::Vfs,
         System::Wasmer,
         System::Scalevfs,
         System::Fuse,
+        System::Control,
     ];
 
     /// The name used in the table, the JSON records and on the command line.
@@ -66,6 +71,7 @@ impl System {
             System::Wasmer => "wasmer",
             System::Scalevfs => "scalevfs",
             System::Fuse => "fuse",
+            System::Control => "control",
         }
     }
 

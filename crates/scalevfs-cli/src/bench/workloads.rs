@@ -611,8 +611,13 @@ const W7_FILES: usize = 254;
 const W7_READ: usize = 64;
 
 /// W7: `w7/f000` .. `w7/f253`, each holding 64 bytes; every thread loops `open(abs path)` /
-/// `read(64)` / `close` over all of them, thread `i` starting `i / max_threads` of the way
-/// round so that the threads are on different files.
+/// `read(64)` / `close`.
+/// - `open_read_close`: over all of them, thread `i` starting `i / max_threads` of the way
+///   round, so that the threads are on different files at any moment but each file is
+///   opened by every thread in turn.
+/// - `private_files`: thread `i` over the files whose number is `i` modulo `max_threads`
+///   (at every thread count, so a thread's share is the same at 1 thread as at 2): no file
+///   is opened by two threads, the unrelated files seed 002's hashed locks are about.
 fn orc<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
     mkdir_all(t, "w7")?;
     let mut paths = Vec::with_capacity(W7_FILES);
@@ -625,10 +630,25 @@ fn orc<T: Target>(t: &T, max_threads: usize) -> Result<Vec<Case>, Error> {
         create_file_with(t, &rel, &data)?;
         paths.push(t.path(&rel));
     }
-    let t = t.clone();
-    Ok(vec![Case::new("open_read_close", move |i| {
-        orc_worker(&t, paths.clone(), i * W7_FILES / max_threads.max(1))
-    })])
+    let threads = max_threads.max(1);
+    let own = |i: usize| -> Vec<T::Path> {
+        paths
+            .iter()
+            .skip(i % threads)
+            .step_by(threads)
+            .cloned()
+            .collect()
+    };
+    let own: Vec<Vec<T::Path>> = (0..threads).map(own).collect();
+    let (t1, t2) = (t.clone(), t.clone());
+    Ok(vec![
+        Case::new("open_read_close", move |i| {
+            orc_worker(&t1, paths.clone(), i * W7_FILES / threads)
+        }),
+        Case::new("private_files", move |i| {
+            orc_worker(&t2, own[i % threads].clone(), 0)
+        }),
+    ])
 }
 
 /// W8: thread `i` creates and unlinks `w8s/t<i>` (shared directory), then `w8p/t<i>/n` (a
