@@ -74,6 +74,15 @@
 //!   locks, and load again if a sweep got there first.
 //! - Sweeps run before a directory is locked through [`SuperBlock::lock_dir`], with no lock
 //!   held; never inside a load.
+//! - A sweep that frees nothing and leaves the cache over its cap, though it passed over no
+//!   directory for being new (so all that is left is in use: the children of open
+//!   directories, names held by walks or path caches) sets a floor (`sweep_floor`): the next sweep
+//!   waits until the cache has grown by an eighth of the cap. Without it, while a directory
+//!   larger than the cap was open, every locked call (two per missed lookup) ran a sweep
+//!   over the whole cache that freed nothing. The next sweep that frees a name clears the
+//!   floor, and so does the last close of a directory (whose children the floor counted
+//!   as in use: a directory of a million names, listed and closed, does not stay cached
+//!   until the cache grows past it).
 //! - An evicted dentry's memory and its inode reference go after a grace period; the file
 //!   system may then drop the object (hostfs trims its inode cache of objects only it
 //!   holds). Loom: `dentry::loom_models::eviction_races_a_lockless_hold`, with the twin
@@ -139,8 +148,8 @@
 //! are read and written only under the directory lock. An inode's deadline is a relaxed
 //! atomic outside every lock: it is advice, read by the fast walk to decide whether to
 //! fall back and written after each load or revalidation; a reader that sees an old value
-//! either revalidates once more or answers from entries that were valid within the TTL. `sweeping` (one sweeper at a time), `sweeps` and
-//! `evicted` are atomics; a dentry's reference bit is set lock-free and cleared under its
+//! either revalidates once more or answers from entries that were valid within the TTL. `sweeping` (one sweeper at a time), `sweeps`,
+//! `sweep_floor` (written only by the sweeper) and `evicted` are atomics; a dentry's reference bit is set lock-free and cleared under its
 //! parent's lock. The other fields of [`SuperBlock`] are immutable after it is made,
 //! or atomic (the negative-entry count and flag), or locks themselves.
 //!
@@ -628,6 +637,9 @@ pub struct SuperBlock {
     evicted: AtomicU64,
     /// Sweeps started (see `DirState::loaded_at`).
     sweeps: AtomicU64,
+    /// The dentry count a sweep waits for when the last one freed nothing and left the
+    /// cache over its cap; 0 otherwise (see "Bounded caches").
+    sweep_floor: AtomicU64,
     /// [`CacheOptions::ttl`] in ticks (see [`SuperBlock::ticks`]).
     ttl: Option<u32>,
     /// When the file system was made, on the monotonic clock ([`clock_ns`]): tick 0.
@@ -654,6 +666,8 @@ pub struct FsStats {
     pub dentries: u64,
     /// Dentries evicted to keep the cache within its cap.
     pub dentry_evictions: u64,
+    /// Sweeps run to keep the cache within its cap.
+    pub sweeps: u64,
     /// Revalidations that asked the file system, with a TTL policy (see `backend`,
     /// "Revalidation"): of a directory's entries, or of an object's attributes.
     pub revalidations: u64,
@@ -683,6 +697,7 @@ impl SuperBlock {
             sweeping: AtomicBool::new(false),
             evicted: AtomicU64::new(0),
             sweeps: AtomicU64::new(0),
+            sweep_floor: AtomicU64::new(0),
             ttl: opts.ttl.filter(|_| !ops.complete()).map(|t| {
                 // Rounded up to a tick, and at most the clock's range.
                 let ticks = t.as_nanos().div_ceil(TICK.as_nanos());
@@ -880,6 +895,14 @@ impl SuperBlock {
                 crate::filelock::global().purge(inode);
             }
             self.ops.evict(inode);
+        } else if self.max_dentries.is_some()
+            && inode.is_dir()
+            && !inode.is_open()
+            && self.sweep_floor.load(Relaxed) != 0
+        {
+            // A directory's last description went: its children may go now, which the
+            // floor a sweep left may count as in use (see "Bounded caches").
+            self.sweep_floor.store(0, Relaxed);
         }
     }
 
@@ -1372,7 +1395,8 @@ impl SuperBlock {
     }
 
     /// Brings the dentry cache back within its cap ([`CacheOptions::max_dentries`]) when
-    /// it is over: a sweep evicts unused dentries until an eighth of the cap is free. Called
+    /// it is over (and past the floor a sweep that could not left): a sweep evicts unused
+    /// dentries until an eighth of the cap is free. Called
     /// before each directory lock taken through [`SuperBlock::lock_dir`] (every locked
     /// lookup, create, link, unlink and listing), with no lock held; if a sweep is already
     /// running, the caller goes on (nobody waits for a sweep). Not called by a load: a
@@ -1383,7 +1407,7 @@ impl SuperBlock {
         let Some(max) = self.max_dentries else {
             return;
         };
-        if self.dcache.len() <= max
+        if self.dcache.len() <= max.max(self.sweep_floor.load(Relaxed))
             || self
                 .sweeping
                 .compare_exchange(false, true, Acquire, Relaxed)
@@ -1407,10 +1431,22 @@ impl SuperBlock {
         let mut left = self.dcache.len().saturating_sub(max - max / 8);
         let now = self.sweeps.fetch_add(1, Relaxed) + 1;
         let mut inos = Vec::new();
-        let _ = self.sweep(&mut left, now, &mut inos) || self.sweep(&mut left, now, &mut inos);
+        let evicted = self.evicted.load(Relaxed);
+        let mut recent = false;
+        let _ = self.sweep(&mut left, now, &mut inos, &mut recent)
+            || self.sweep(&mut left, now, &mut inos, &mut recent);
         if !inos.is_empty() {
             self.ops.names_evicted(inos);
         }
+        // Freed nothing, passed over no directory for being new, and still over the cap: all
+        // that is left is in use. The next sweep waits for an eighth of the cap more (see
+        // "Bounded caches").
+        let (after, gone) = (self.dcache.len(), self.evicted.load(Relaxed) - evicted);
+        let floor = match after > max && gone == 0 && !recent {
+            true => after + (max / 8).max(1),
+            false => 0,
+        };
+        self.sweep_floor.store(floor, Relaxed);
         // The evicted dentries are freed a grace period later, through this thread's
         // deferred-free bag; a sweep can fill several bags at once, more than the epoch's
         // collector frees per pin while the caches churn (a directory larger than the cap,
@@ -1427,9 +1463,9 @@ impl SuperBlock {
     /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
     /// stays while its subtree is swept), and no two are locked at once: directory locks are
     /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
-    /// is passed over (see `DirState::loaded_at`). The numbers of the inodes whose names
-    /// went are added to `inos`. Returns whether `left` reached 0.
-    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>) -> bool {
+    /// is passed over (see `DirState::loaded_at`), and sets `recent`. The numbers of the
+    /// inodes whose names went are added to `inos`. Returns whether `left` reached 0.
+    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>, recent: &mut bool) -> bool {
         let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
         stack.extend(Self::sweep_frame(self.root()));
         while let Some((inode, subdirs)) = stack.last_mut() {
@@ -1441,7 +1477,7 @@ impl SuperBlock {
             }
             let inode = inode.clone();
             stack.pop();
-            if self.evict_children(&inode, left, now, inos) {
+            if self.evict_children(&inode, left, now, inos, recent) {
                 return true;
             }
         }
@@ -1483,15 +1519,28 @@ impl SuperBlock {
     }
 
     /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]), adding the
-    /// numbers of the inodes whose names went to `inos`; returns whether `left` (counted
-    /// down per eviction) reached 0.
-    fn evict_children(&self, inode: &Inode, left: &mut u64, now: u64, inos: &mut Vec<u64>) -> bool {
+    /// numbers of the inodes whose names went to `inos`, and setting `recent` if the
+    /// directory is passed over for being new; returns whether `left` (counted down per
+    /// eviction) reached 0.
+    fn evict_children(
+        &self,
+        inode: &Inode,
+        left: &mut u64,
+        now: u64,
+        inos: &mut Vec<u64>,
+        recent: &mut bool,
+    ) -> bool {
         let Some(m) = inode.dir() else {
             return false;
         };
         let mut st = m.lock();
-        // Loaded since the last sweep started: left alone this time.
-        if st.loading || inode.is_open() || (now as u32).wrapping_sub(st.loaded_at) <= 1 {
+        // Being loaded, or loaded since the last sweep started: left alone this time (and
+        // `recent` says so). Open: left alone while it is.
+        if st.loading || (now as u32).wrapping_sub(st.loaded_at) <= 1 {
+            *recent = true;
+            return *left == 0;
+        }
+        if inode.is_open() {
             return *left == 0;
         }
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
@@ -1555,6 +1604,7 @@ impl SuperBlock {
             inode_cache: self.ops.inode_cache_stats(),
             dentries: self.dcache.len(),
             dentry_evictions: self.evicted.load(Relaxed),
+            sweeps: self.sweeps.load(Relaxed),
             revalidations: self.revalidations.load(Relaxed),
         }
     }
@@ -2052,6 +2102,65 @@ mod tests {
         assert_eq!(p.stat("/w1/f3").unwrap().ino, before.ino);
         p.close(fd).unwrap();
         p.close(file).unwrap();
+    }
+
+    /// A sweep that can evict nothing (what is over the cap is an open directory's
+    /// children) is not run again at every locked call: the next waits until the cache is
+    /// an eighth of the cap past where it ended. Once the directory is closed, the next
+    /// locked call sweeps, and the cache keeps the bound it has without the floor.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
+    fn a_sweep_that_frees_nothing_is_not_run_again_at_every_call() {
+        let (vfs, _) = wide(Some(40));
+        let p = vfs.process(Creds::root());
+        let fd = p
+            .open("/w0", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
+            .unwrap();
+        // Loads /w0: 65 names, over the cap, all kept while it is open.
+        while !p.getdents(fd, 100).unwrap().is_empty() {}
+        let before = vfs.stats().root_fs;
+        assert!(before.dentries > 40, "{before:?}");
+        let lookups = 200;
+        for k in 0..lookups {
+            assert_eq!(p.stat(format!("/w0/nope{k}")), Err(Errno::ENOENT));
+        }
+        let after = vfs.stats().root_fs;
+        let swept = after.sweeps - before.sweeps;
+        // An eighth of the cap is 5: at most one sweep per 5 names added.
+        let added = after.dentries.saturating_sub(before.dentries);
+        assert!(
+            swept <= added / 5 + 1,
+            "{swept} sweeps for {lookups} lookups that added {added} names"
+        );
+        p.close(fd).unwrap();
+        // The last close of the directory clears the floor: the next locked call (a lookup
+        // that adds one name, far from the floor) sweeps, and the names go (then the lookup
+        // loads /w0 again: the cap plus one load).
+        assert_eq!(p.stat("/w0/one-more"), Err(Errno::ENOENT));
+        let closed = vfs.stats().root_fs;
+        assert!(closed.sweeps > after.sweeps, "{closed:?}");
+        assert!(
+            closed.dentry_evictions > after.dentry_evictions,
+            "{closed:?}"
+        );
+        assert!(closed.dentries <= 40 + 66, "{closed:?}");
+        for round in 0..2 {
+            for w in 0..4u64 {
+                for f in 0..64u64 {
+                    let st = p.stat(format!("/w{w}/f{f}")).unwrap();
+                    assert_eq!(st.ino, 1000 * (w + 1) + f, "round {round}");
+                }
+                crate::clear_thread_cache();
+            }
+        }
+        let s = vfs.stats().root_fs;
+        // As in `a_capped_cache_evicts_unused_names_and_loads_them_again`: the cap, one
+        // load, the directories.
+        assert!(s.dentries <= 40 + 66 + 8, "{s:?}");
+        assert!(s.sweeps > after.sweeps, "{s:?}");
     }
 
     fn loads(p: &Probe, ino: u64) -> usize {
