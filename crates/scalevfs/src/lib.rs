@@ -124,14 +124,18 @@ impl std::fmt::Display for VfsStats {
         write!(
             f,
             "fast_walk_fallbacks={} locked_rewalks={} unpinned_calls={} inodes={} \
-             data_pages={} negative_entries={} hash_buckets={}",
+             data_pages={} dentries={} negative_entries={} hash_buckets={} \
+             dentry_evictions={} sweeps={}",
             self.fast_walk_fallbacks,
             self.locked_rewalks,
             self.unpinned_calls,
             r.inodes,
             r.data_pages,
+            r.dentries,
             r.negative_entries,
-            r.hash_buckets
+            r.hash_buckets,
+            r.dentry_evictions,
+            r.sweeps
         )?;
         if let Some(c) = &r.inode_cache {
             write!(

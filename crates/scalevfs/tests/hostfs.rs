@@ -685,7 +685,10 @@ fn inode_cache_counters_are_visible() {
     }
     let again = vfs.stats().root_fs.inode_cache.unwrap();
     assert_eq!((again.loads, again.shard_locks), (c.loads, c.shard_locks));
-    assert!(format!("{}", vfs.stats()).contains("icache_loads="));
+    let line = format!("{}", vfs.stats());
+    for key in ["icache_loads=", "dentries=", "dentry_evictions=", "sweeps="] {
+        assert!(line.contains(key), "{key} in {line}");
+    }
 }
 
 /// A host file system mounted inside the source (the confinement matrix's last case): its
