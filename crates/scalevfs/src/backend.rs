@@ -2062,6 +2062,16 @@ mod tests {
         assert_eq!(s.dentries, 4 + 4 * 65);
     }
 
+    /// [`wide`] with a cap of 40 names, a process, and `/w0` open as a directory.
+    fn wide_with_w0_open() -> (Arc<Vfs>, crate::Process, crate::Fd) {
+        let (vfs, _) = wide(Some(40));
+        let p = vfs.process(Creds::root());
+        let fd = p
+            .open("/w0", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
+            .unwrap();
+        (vfs, p, fd)
+    }
+
     /// A directory that is open keeps its children, so a listing read in pieces while
     /// sweeps run returns each entry exactly once; a file that is open stays itself.
     #[test]
@@ -2070,11 +2080,7 @@ mod tests {
         ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
     )]
     fn an_open_directory_keeps_its_children_through_sweeps() {
-        let (vfs, _) = wide(Some(40));
-        let p = vfs.process(Creds::root());
-        let fd = p
-            .open("/w0", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
-            .unwrap();
+        let (vfs, p, fd) = wide_with_w0_open();
         let file = p.open("/w1/f3", crate::OFlags::RDONLY, 0).unwrap();
         let before = p.fstat(file).unwrap();
         let mut seen = Vec::new();
@@ -2114,11 +2120,7 @@ mod tests {
         ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
     )]
     fn a_sweep_that_frees_nothing_is_not_run_again_at_every_call() {
-        let (vfs, _) = wide(Some(40));
-        let p = vfs.process(Creds::root());
-        let fd = p
-            .open("/w0", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
-            .unwrap();
+        let (vfs, p, fd) = wide_with_w0_open();
         // Loads /w0: 65 names, over the cap, all kept while it is open.
         while !p.getdents(fd, 100).unwrap().is_empty() {}
         let before = vfs.stats().root_fs;
