@@ -1451,7 +1451,7 @@ impl SuperBlock {
         // deferred-free bag; a sweep can fill several bags at once, more than the epoch's
         // collector frees per pin while the caches churn (a directory larger than the cap,
         // loaded at every use): hand them to the collector now, and let it collect.
-        crossbeam_epoch::pin().flush();
+        crate::reclaim::flush();
     }
 
     /// One CLOCK pass over the loaded directories, deepest first (post-order),
@@ -1620,7 +1620,7 @@ impl Drop for SuperBlock {
         self.dcache.teardown();
         // The dentries torn down wait for a grace period: hand them to the collector now,
         // rather than leave them in this thread's bag until it next defers enough.
-        crossbeam_epoch::pin().flush();
+        crate::reclaim::flush();
     }
 }
 
@@ -2060,6 +2060,53 @@ mod tests {
         let s = vfs.stats().root_fs;
         assert_eq!((s.dentry_evictions, loads(&probe, 100)), (0, 1));
         assert_eq!(s.dentries, 4 + 4 * 65);
+    }
+
+    /// File systems dropped by the collector do not flush the collector from inside its
+    /// collect, one level deeper per queued file system: with the epoch held back by a
+    /// pinned thread while a mount point churns, thousands of file systems queue up, and
+    /// the thread that collects them once the epoch moves must not run out of stack. (It
+    /// did, in `races::umount_never_detaches_a_mount_in_use` under load: 243 nested
+    /// collects on a 2 MiB stack.)
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "thousands of mounts; the flush guard is safe code over crossbeam's flush"
+    )]
+    fn file_systems_dropped_by_a_collect_do_not_collect_again_inside_it() {
+        let (release, released) = mpsc::channel::<()>();
+        let (pinned, is_pinned) = mpsc::channel();
+        let holder = std::thread::spawn(move || {
+            let _g = crossbeam_epoch::pin();
+            pinned.send(()).unwrap();
+            released.recv().unwrap();
+        });
+        is_pinned.recv().unwrap();
+        let vfs = Vfs::new_memfs();
+        let p = vfs.process(Creds::root());
+        p.mkdir("/m", 0o755).unwrap();
+        for _ in 0..2000 {
+            p.mount("/m", crate::MemFs::new(crate::MemFsOptions::default()))
+                .unwrap();
+            p.umount("/m").unwrap();
+            // Each unmounted file system's table in a bag of its own, in the global queue.
+            crossbeam_epoch::pin().flush();
+        }
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        // 256 KiB: a few dozen nested collects would overflow it.
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                for _ in 0..64 {
+                    crate::reclaim::flush();
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        drop(p);
+        drop(vfs);
     }
 
     /// [`wide`] with a cap of 40 names, a process, and `/w0` open as a directory.

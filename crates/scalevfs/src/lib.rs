@@ -287,7 +287,7 @@ impl Drop for Vfs {
                 drop(t.into_owned());
             }
         }
-        crossbeam_epoch::pin().flush();
+        crate::reclaim::flush();
     }
 }
 

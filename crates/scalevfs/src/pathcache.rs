@@ -417,7 +417,7 @@ pub fn clear_thread_cache() {
         .unwrap_or_default();
     drop(old);
     // What the entries held may now wait for a grace period: let it go.
-    crossbeam_epoch::pin().flush();
+    crate::reclaim::flush();
 }
 
 #[cfg(all(test, not(loom)))]

@@ -32,9 +32,20 @@
 //! # At the end
 //! An owner that goes away hands whatever it still holds to the collector
 //! ([`OwnerReclaim::into_pending`] gives it back for the caller to defer).
+//!
+//! # Flushing
+//! [`flush`] is the engine's one way to hand this thread's deferred work to the collector
+//! and collect (`Guard::flush`). A collect runs deferred functions, and some of them drop
+//! what flushes again when dropped (a file system, through the last mount table that held
+//! it): a flush from inside a collect would collect again, once per queued file system,
+//! each a level deeper on the stack. So a flush on a thread already inside one is skipped;
+//! the outer flush, or this thread's next pins, run what it would have. Its flag is a
+//! thread-local written only by its own thread.
 
 use crate::sync::AtomicU64;
 use crossbeam_epoch::Guard;
+#[cfg(not(loom))]
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
@@ -51,6 +62,37 @@ pub(crate) struct OwnerReclaim<T> {
     /// What a loom model's twin breaks: a batch counts as expired as soon as it is retired.
     #[cfg(loom)]
     pub broken_no_wait: bool,
+}
+
+/// Hands this thread's deferred work to the collector and collects, unless this thread is
+/// already inside a flush (see "Flushing"). With ten thousand file systems queued (mount
+/// churn while another thread held the epoch back), the nested flushes of their drops
+/// overflowed a thread's stack.
+#[cfg(not(loom))]
+pub(crate) fn flush() {
+    thread_local! {
+        static FLUSHING: Cell<bool> = const { Cell::new(false) };
+    }
+    /// Clears the flag however the flush ends (a deferred function may panic).
+    struct Flushing;
+    impl Drop for Flushing {
+        fn drop(&mut self) {
+            let _ = FLUSHING.try_with(|f| f.set(false));
+        }
+    }
+    // Already flushing, or the thread is going away (its handle hands its bag to the
+    // collector then): nothing to do here.
+    if FLUSHING.try_with(|f| f.replace(true)) != Ok(false) {
+        return;
+    }
+    let _flushing = Flushing;
+    crossbeam_epoch::pin().flush();
+}
+
+/// Under loom, a plain flush: loom's threads share one OS thread, and so would the flag.
+#[cfg(loom)]
+pub(crate) fn flush() {
+    crossbeam_epoch::pin().flush();
 }
 
 impl<T> Default for OwnerReclaim<T> {
