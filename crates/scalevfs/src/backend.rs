@@ -2085,7 +2085,7 @@ mod tests {
         let vfs = Vfs::new_memfs();
         let p = vfs.process(Creds::root());
         p.mkdir("/m", 0o755).unwrap();
-        for _ in 0..2000 {
+        for _ in 0..3000 {
             p.mount("/m", crate::MemFs::new(crate::MemFsOptions::default()))
                 .unwrap();
             p.umount("/m").unwrap();
@@ -2094,9 +2094,11 @@ mod tests {
         }
         release.send(()).unwrap();
         holder.join().unwrap();
-        // 256 KiB: a few dozen nested collects would overflow it.
+        // A thread as `std::thread::spawn` makes them (2 MiB): about 240 nested collects
+        // overflowed one. (A smaller stack would also have to hold whatever other tests'
+        // deferred drops this thread's collects run.)
         std::thread::Builder::new()
-            .stack_size(256 * 1024)
+            .stack_size(2 << 20)
             .spawn(|| {
                 for _ in 0..64 {
                     crate::reclaim::flush();
