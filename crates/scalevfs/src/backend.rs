@@ -1428,20 +1428,20 @@ impl SuperBlock {
         // How many to evict, read once: the count is striped, and its sum reads every
         // other thread's stripe, each a line that thread keeps writing (read per child, it
         // was a cache miss per child at two threads).
-        let mut left = self.dcache.len().saturating_sub(max - max / 8);
-        let now = self.sweeps.fetch_add(1, Relaxed) + 1;
-        let mut inos = Vec::new();
-        let evicted = self.evicted.load(Relaxed);
-        let mut recent = false;
-        let _ = self.sweep(&mut left, now, &mut inos, &mut recent)
-            || self.sweep(&mut left, now, &mut inos, &mut recent);
-        if !inos.is_empty() {
-            self.ops.names_evicted(inos);
+        let mut pass = SweepPass {
+            left: self.dcache.len().saturating_sub(max - max / 8),
+            now: self.sweeps.fetch_add(1, Relaxed) + 1,
+            ..SweepPass::default()
+        };
+        let _ = self.sweep(&mut pass) || self.sweep(&mut pass);
+        let (gone, recent) = (pass.gone, pass.recent);
+        if !pass.inos.is_empty() {
+            self.ops.names_evicted(pass.inos);
         }
         // Freed nothing, passed over no directory for being new, and still over the cap: all
         // that is left is in use. The next sweep waits for an eighth of the cap more (see
         // "Bounded caches").
-        let (after, gone) = (self.dcache.len(), self.evicted.load(Relaxed) - evicted);
+        let after = self.dcache.len();
         let floor = match after > max && gone == 0 && !recent {
             true => after + (max / 8).max(1),
             false => 0,
@@ -1463,9 +1463,9 @@ impl SuperBlock {
     /// a deep tree cannot overflow the caller's. Each directory on the stack is held (so it
     /// stays while its subtree is swept), and no two are locked at once: directory locks are
     /// taken in address order elsewhere. A directory loaded since sweep `now - 1` started
-    /// is passed over (see `DirState::loaded_at`), and sets `recent`. The numbers of the
-    /// inodes whose names went are added to `inos`. Returns whether `left` reached 0.
-    fn sweep(&self, left: &mut u64, now: u64, inos: &mut Vec<u64>, recent: &mut bool) -> bool {
+    /// is passed over (see `DirState::loaded_at`), and sets `pass.recent`. Returns whether
+    /// `pass.left` reached 0.
+    fn sweep(&self, pass: &mut SweepPass) -> bool {
         let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
         stack.extend(Self::sweep_frame(self.root()));
         while let Some((inode, subdirs)) = stack.last_mut() {
@@ -1477,7 +1477,7 @@ impl SuperBlock {
             }
             let inode = inode.clone();
             stack.pop();
-            if self.evict_children(&inode, left, now, inos, recent) {
+            if self.evict_children(&inode, pass) {
                 return true;
             }
         }
@@ -1518,36 +1518,27 @@ impl SuperBlock {
         Some((inode, subdirs))
     }
 
-    /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]), adding the
-    /// numbers of the inodes whose names went to `inos`, and setting `recent` if the
-    /// directory is passed over for being new; returns whether `left` (counted down per
-    /// eviction) reached 0.
-    fn evict_children(
-        &self,
-        inode: &Inode,
-        left: &mut u64,
-        now: u64,
-        inos: &mut Vec<u64>,
-        recent: &mut bool,
-    ) -> bool {
+    /// The CLOCK step over one directory's children (see [`SuperBlock::sweep`]), counted in
+    /// `pass`; returns whether `pass.left` reached 0.
+    fn evict_children(&self, inode: &Inode, pass: &mut SweepPass) -> bool {
         let Some(m) = inode.dir() else {
             return false;
         };
         let mut st = m.lock();
         // Being loaded, or loaded since the last sweep started: left alone this time (and
         // `recent` says so). Open: left alone while it is.
-        if st.loading || (now as u32).wrapping_sub(st.loaded_at) <= 1 {
-            *recent = true;
-            return *left == 0;
+        if st.loading || (pass.now as u32).wrapping_sub(st.loaded_at) <= 1 {
+            pass.recent = true;
+            return pass.left == 0;
         }
         if inode.is_open() {
-            return *left == 0;
+            return pass.left == 0;
         }
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
         let guard = crossbeam_epoch::pin();
         let (mut positive, mut gone) = (false, 0);
         for p in children {
-            if *left == 0 {
+            if pass.left == 0 {
                 break;
             }
             // SAFETY: as in `sweep_frame`; a child leaves `children` only under this lock,
@@ -1560,10 +1551,10 @@ impl SuperBlock {
             }
             let ino = c.inode(&guard).map(|i| i.ino);
             if self.dcache.d_evict(c, &mut st) {
-                *left -= 1;
+                pass.left -= 1;
                 gone += 1;
                 if let Some(ino) = ino {
-                    inos.push(ino);
+                    pass.inos.push(ino);
                     positive = true;
                 } else {
                     self.negative_gone(1);
@@ -1574,7 +1565,8 @@ impl SuperBlock {
             st.unloaded = true;
         }
         self.evicted.fetch_add(gone, Relaxed);
-        *left == 0
+        pass.gone += gone;
+        pass.left == 0
     }
 
     /// Whether `inode` is a directory that is not loaded yet, or is being loaded or
@@ -1613,6 +1605,22 @@ impl SuperBlock {
     pub fn statfs(&self) -> StatFs {
         self.ops.statfs()
     }
+}
+
+/// One sweep's counts, carried through its CLOCK passes ([`SuperBlock::sweep`]).
+#[derive(Default)]
+struct SweepPass {
+    /// Names still to evict.
+    left: u64,
+    /// This sweep's number (see `DirState::loaded_at`).
+    now: u64,
+    /// The numbers of the inodes whose names went.
+    inos: Vec<u64>,
+    /// Names evicted.
+    gone: u64,
+    /// Whether a directory was passed over for being new (being loaded, or loaded since the
+    /// last sweep started).
+    recent: bool,
 }
 
 impl Drop for SuperBlock {
