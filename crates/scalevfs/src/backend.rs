@@ -159,7 +159,7 @@
 //! goes, it tears its dentry hash down; the dentries wait for an epoch grace period like
 //! any other (see `dentry`).
 
-use crate::dentry::{DHash, DPtr, DRef, Dentry, DIR, MOUNTED, ROOT, UNHASHED};
+use crate::dentry::{DHash, DPtr, DRef, DeadBatch, Dentry, DIR, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::icache::Waiters;
 use crate::inode::{DirState, Inode};
@@ -1435,6 +1435,9 @@ impl SuperBlock {
         };
         let _ = self.sweep(&mut pass) || self.sweep(&mut pass);
         let (gone, recent) = (pass.gone, pass.recent);
+        // The names' frees are deferred before the marker of their numbers (see
+        // `FileSystem::names_evicted`), so that it runs after their grace period.
+        drop(std::mem::take(&mut pass.dead));
         if !pass.inos.is_empty() {
             self.ops.names_evicted(pass.inos);
         }
@@ -1550,7 +1553,7 @@ impl SuperBlock {
                 continue;
             }
             let ino = c.inode(&guard).map(|i| i.ino);
-            if self.dcache.d_evict(c, &mut st) {
+            if self.dcache.d_evict(c, &mut st, &mut pass.dead) {
                 pass.left -= 1;
                 gone += 1;
                 if let Some(ino) = ino {
@@ -1621,6 +1624,8 @@ struct SweepPass {
     /// Whether a directory was passed over for being new (being loaded, or loaded since the
     /// last sweep started).
     recent: bool,
+    /// The dentries evicted, freed together after a grace period.
+    dead: DeadBatch,
 }
 
 impl Drop for SuperBlock {

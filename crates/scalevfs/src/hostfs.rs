@@ -166,7 +166,7 @@
 
 use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
-use crate::icache::{Cached, InodeCache, InodeKey};
+use crate::icache::{Cached, InodeCache, InodeKey, Retired};
 use crate::inode::{Contents, DirState, Inode};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -580,8 +580,12 @@ impl HostFs {
         // free has not run yet (the collector runs it after the grace period, maybe after
         // the marker); dropped numbers are left to `shrink`.
         let mut again = Vec::new();
+        let mut retired = Retired::default();
         for (ino, tries) in ready.by_ref() {
-            if self.nodes.evict_unused(self.key(ino), unused) {
+            if self
+                .nodes
+                .evict_unused_into(self.key(ino), unused, &mut retired)
+            {
                 gone += 1;
                 if gone >= want {
                     break;
