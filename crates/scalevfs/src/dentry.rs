@@ -244,9 +244,12 @@ impl Dentry {
     }
 
     /// Clears the reference bit; returns whether it was set. The sweep calls it with the
-    /// parent's lock held.
+    /// parent's lock held. A bit already clear is only read: the line stays shared with
+    /// the walks that read the dentry (the sweep passes over every child, most of them
+    /// with their bit clear on its second lap).
     pub fn clear_referenced(&self) -> bool {
-        self.flags.fetch_and(!REFERENCED, Relaxed) & REFERENCED != 0
+        self.flags.load(Relaxed) & REFERENCED != 0
+            && self.flags.fetch_and(!REFERENCED, Relaxed) & REFERENCED != 0
     }
 
     /// The inode, if positive. The reference is valid while `guard` is held.

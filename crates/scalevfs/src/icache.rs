@@ -495,6 +495,17 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                 return Ok(c);
             }
             let (shard, h) = self.shard_of(k);
+            // Made before the shard lock is taken, so that the lock is held only to look
+            // again and link (an allocation under it made the other thread wait longer, and
+            // park more often, at two threads in W5).
+            let fresh = Owned::new(Node {
+                key: k,
+                next: Atomic::null(),
+                // The chain's reference and ours.
+                refs: AtomicU64::new(2),
+                state: AtomicU8::new(NEW),
+                value: OnceLock::new(),
+            });
             let node = {
                 let _l = self.lock_shard(shard);
                 let g = epoch::pin();
@@ -509,16 +520,8 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
                     // lookup again.
                     continue;
                 }
-                let node = Owned::new(Node {
-                    key: k,
-                    next: Atomic::null(),
-                    // The chain's reference and ours.
-                    refs: AtomicU64::new(2),
-                    state: AtomicU8::new(NEW),
-                    value: OnceLock::new(),
-                });
-                node.next.store(chain.load(Relaxed, &g), Relaxed);
-                let node = node.into_shared(&g);
+                fresh.next.store(chain.load(Relaxed, &g), Relaxed);
+                let node = fresh.into_shared(&g);
                 chain.store(node, Release);
                 self.len.add(1);
                 if shard.linked.fetch_add(1, Relaxed) + 1 > MAX_LOAD * table.chains.len() {
