@@ -379,6 +379,7 @@ impl std::fmt::Debug for IPtr<'_> {
     }
 }
 
+use crate::reclaim::FreeBatch;
 use crate::SendPtr;
 
 /// An owned reference to a dentry.
@@ -467,7 +468,7 @@ fn destroy(d: NonNull<Dentry>) {
     let p = SendPtr(d.as_ptr());
     // SAFETY: the dentry is dead (we won the DEAD CAS) and unhashed, so no new reader can
     // find it; the deferred free waits for readers that already have the pointer.
-    unsafe { guard.defer_unchecked(move || free_dead(p)) };
+    unsafe { guard.defer_unchecked(move || free_dead(p.into_inner())) };
 }
 
 /// Frees a dead dentry now, releasing its inode and parent.
@@ -476,9 +477,9 @@ fn destroy(d: NonNull<Dentry>) {
 /// `p` is dead (its killer won the DEAD CAS), unhashed, and a grace period has passed since
 /// then, so no reader can reach it; it is the pointer `Box::leak` gave, so the box is
 /// rebuilt from its own allocation.
-unsafe fn free_dead(p: SendPtr<Dentry>) {
+unsafe fn free_dead(p: *mut Dentry) {
     // SAFETY: the caller's contract.
-    let b = unsafe { Box::from_raw(p.into_inner()) };
+    let b = unsafe { Box::from_raw(p) };
     let inode = b.inode.load(Relaxed);
     if !inode.is_null() {
         // SAFETY: a positive dentry owns one count on its inode, through the pointer that
@@ -494,28 +495,12 @@ unsafe fn free_dead(p: SendPtr<Dentry>) {
 }
 
 /// Dentries evicted by one sweep ([`DHash::d_evict`]), freed together after one grace
-/// period: one deferred function for the batch instead of one per dentry (a `defer` cost
-/// four times as much with a second thread pinning beside it). Dropping the batch defers it.
-#[derive(Default)]
-pub(crate) struct DeadBatch(Vec<SendPtr<Dentry>>);
+/// period (see `reclaim::FreeBatch`). Dropping the batch hands it to the collector.
+pub(crate) struct DeadBatch(FreeBatch<Dentry>);
 
-impl Drop for DeadBatch {
-    fn drop(&mut self) {
-        if self.0.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.0);
-        let guard = crossbeam_epoch::pin();
-        // SAFETY: every dentry in the batch is dead and unhashed (its evictor won the DEAD
-        // CAS), so no new reader can find it; the deferred free waits for readers that
-        // already have a pointer. The pointers are the ones `Box::leak` gave.
-        unsafe {
-            guard.defer_unchecked(move || {
-                for p in batch {
-                    free_dead(p);
-                }
-            });
-        }
+impl Default for DeadBatch {
+    fn default() -> Self {
+        DeadBatch(FreeBatch::new(free_dead))
     }
 }
 
@@ -1009,8 +994,10 @@ impl DHash {
         self.unlink(&d);
         d.seq.write_end();
         Self::unchild(&d, dir);
-        // We won the dead CAS with the hash's count: no one else destroys it.
-        dead.0.push(SendPtr(d.p.as_ptr()));
+        // SAFETY: unhashed and out of its directory, so no new reader finds it; we won the
+        // dead CAS with the hash's count, so no one else frees it; `free_dead` after a grace
+        // period is how a dead dentry goes (see `destroy`).
+        unsafe { dead.0.push(d.p.as_ptr()) };
         true
     }
 

@@ -87,6 +87,7 @@ use std::sync::OnceLock;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 
+use crate::reclaim::FreeBatch;
 use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, StripedCounter};
 
 /// What names an inode: the file system's id and the inode number within it.
@@ -774,9 +775,10 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         shard.linked.fetch_sub(1, Relaxed);
         self.len.add(-1);
         self.counters.evictions.add(1);
-        // The node is unlinked and its count is 0: nobody can reach it again but readers
-        // already inside a guard, and the batch is freed after they leave.
-        retired.0.push(p);
+        // SAFETY: the node is unlinked and its count is 0: nobody can reach it again but
+        // readers already inside a guard, and nobody else frees it (`try_kill` let one
+        // caller through); `free_node` frees a node so made.
+        unsafe { retired.0.push(p.cast_mut()) };
     }
 
     /// Drops a reference; the one that takes the count to 0 (on an unlinked node) frees it
@@ -830,35 +832,24 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     }
 }
 
-/// Nodes evicted by one call, freed together after one grace period: one deferred function
-/// for the batch instead of one per node (a `defer` cost four times as much with a second
-/// thread pinning beside it). Dropping it defers the batch.
-pub struct Retired<V: Send + Sync + 'static>(Vec<*const Node<V>>);
+/// Nodes evicted by one call, freed together after one grace period (see
+/// `reclaim::FreeBatch`). Dropping it hands the batch to the collector.
+pub struct Retired<V: Send + Sync + 'static>(FreeBatch<Node<V>>);
 
 impl<V: Send + Sync + 'static> Default for Retired<V> {
     fn default() -> Self {
-        Retired(Vec::new())
+        Retired(FreeBatch::new(free_node::<V>))
     }
 }
 
-impl<V: Send + Sync + 'static> Drop for Retired<V> {
-    fn drop(&mut self) {
-        if self.0.is_empty() {
-            return;
-        }
-        let batch = std::mem::take(&mut self.0);
-        let g = epoch::pin();
-        // SAFETY: every node in the batch is unlinked with a count of 0 (`remove`), so only
-        // readers already inside a guard can reach it; the deferred free runs after they
-        // leave. Each pointer is the one `Owned::new` gave when the node was linked.
-        unsafe {
-            g.defer_unchecked(move || {
-                for p in batch {
-                    drop(Shared::from(p).into_owned());
-                }
-            });
-        }
-    }
+/// Frees an evicted node.
+///
+/// # Safety
+/// `p` is unlinked with a count of 0 (`InodeCache::remove`), a grace period has passed
+/// since, and it is the pointer `Owned::new` gave when the node was linked.
+unsafe fn free_node<V>(p: *mut Node<V>) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Shared::from(p as *const Node<V>).into_owned() });
 }
 
 impl<V: Send + Sync + 'static> Drop for InodeCache<V> {

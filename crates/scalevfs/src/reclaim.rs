@@ -50,6 +50,54 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
 use std::sync::Arc;
 
+/// Objects retired together and freed together after one grace period: one deferred
+/// function for the batch instead of one per object (a `defer` cost four times as much
+/// with a second thread pinning beside it, and each one's frees ran on whichever thread
+/// collected its bag). Dropping the batch hands it to the collector.
+pub(crate) struct FreeBatch<T> {
+    items: Vec<*mut T>,
+    free: unsafe fn(*mut T),
+}
+
+impl<T> FreeBatch<T> {
+    /// An empty batch whose objects `free` frees.
+    pub(crate) const fn new(free: unsafe fn(*mut T)) -> Self {
+        FreeBatch {
+            items: Vec::new(),
+            free,
+        }
+    }
+
+    /// Adds `p` to the batch.
+    ///
+    /// # Safety
+    /// `p` is out of every shared structure, so that no new reader can reach it; nobody
+    /// else frees it; and `free(p)` is sound once every guard pinned before this call is
+    /// gone.
+    pub(crate) unsafe fn push(&mut self, p: *mut T) {
+        self.items.push(p);
+    }
+}
+
+impl<T> Drop for FreeBatch<T> {
+    fn drop(&mut self) {
+        if self.items.is_empty() {
+            return;
+        }
+        let (items, free) = (std::mem::take(&mut self.items), self.free);
+        let guard = crossbeam_epoch::pin();
+        // SAFETY: every item was pushed under `push`'s contract, before this guard was
+        // pinned; the deferred function runs after every guard pinned before it is gone.
+        unsafe {
+            guard.defer_unchecked(move || {
+                for p in items {
+                    free(p);
+                }
+            });
+        }
+    }
+}
+
 /// Batches retired by one owner, freed by it once their grace period has ended (see the
 /// module docs).
 pub(crate) struct OwnerReclaim<T> {
@@ -228,6 +276,45 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(churn_until(&mut r, 1), vec![7]);
+    }
+
+    /// A batch's objects are freed after every guard pinned before its drop is gone, not
+    /// before, and each exactly once.
+    #[test]
+    fn a_free_batch_waits_for_older_guards_and_frees_each_object_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        static FREED: AtomicUsize = AtomicUsize::new(0);
+        /// Frees a boxed number, counting it.
+        unsafe fn free(p: *mut u64) {
+            // SAFETY: the test pushes pointers from `Box::into_raw`, once each.
+            drop(unsafe { Box::from_raw(p) });
+            FREED.fetch_add(1, SeqCst);
+        }
+        let old = crossbeam_epoch::pin();
+        {
+            let mut batch = FreeBatch::new(free);
+            for k in 0..3u64 {
+                // SAFETY: a fresh box that nothing else reaches or frees.
+                unsafe { batch.push(Box::into_raw(Box::new(k))) };
+            }
+        }
+        for _ in 0..50 {
+            crossbeam_epoch::pin().flush();
+        }
+        assert_eq!(FREED.load(SeqCst), 0, "freed under a guard older than it");
+        drop(old);
+        let start = std::time::Instant::now();
+        while FREED.load(SeqCst) < 3 && start.elapsed() < std::time::Duration::from_secs(60) {
+            crossbeam_epoch::pin().flush();
+            std::thread::yield_now();
+        }
+        assert_eq!(FREED.load(SeqCst), 3);
+        // An empty batch defers nothing.
+        drop(FreeBatch::<u64>::new(free));
+        for _ in 0..50 {
+            crossbeam_epoch::pin().flush();
+        }
+        assert_eq!(FREED.load(SeqCst), 3);
     }
 
     /// What an owner that goes away still holds comes back whole.
