@@ -582,10 +582,7 @@ impl HostFs {
         let mut again = Vec::new();
         let mut retired = Retired::default();
         for (ino, tries) in ready.by_ref() {
-            if self
-                .nodes
-                .evict_unused_into(self.key(ino), unused, &mut retired)
-            {
+            if self.nodes.evict_unused(self.key(ino), unused, &mut retired) {
                 gone += 1;
                 if gone >= want {
                     break;

@@ -697,14 +697,9 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     /// Evicts `k` as [`InodeCache::shrink`] would (if it is cached, loaded, nobody holds
     /// it, and `unused` lets it go before and after the kill), but found by its key: for a
     /// caller that knows which objects may have lost their last user. Returns whether it
-    /// went.
-    pub fn evict_unused(&self, k: InodeKey, unused: impl Fn(&V) -> bool) -> bool {
-        self.evict_unused_into(k, unused, &mut Retired::default())
-    }
-
-    /// [`InodeCache::evict_unused`], for a caller that evicts many: the node goes into
-    /// `retired`, whose drop frees the batch after one grace period.
-    pub fn evict_unused_into(
+    /// went. The node goes into `retired`, whose drop frees the batch after one grace
+    /// period, so a caller that evicts many defers them once.
+    pub fn evict_unused(
         &self,
         k: InodeKey,
         unused: impl Fn(&V) -> bool,
@@ -1428,7 +1423,9 @@ mod loom_models {
 
     /// An eviction by key that asks `unused` (hostfs's trim of the sweeps' numbers).
     fn lookup_vs_evict_unused(broken: Broken) -> bool {
-        lookup_vs(broken, |c| c.evict_unused(key(1), |_| true))
+        lookup_vs(broken, |c| {
+            c.evict_unused(key(1), |_| true, &mut Retired::default())
+        })
     }
 
     model_and_twin! {
@@ -1497,7 +1494,11 @@ mod loom_models {
     /// asks again after its kill through the same step.
     fn evict_unused_vs_sharing(broken: Broken) -> bool {
         kill_vs_sharing(broken, |c, shared| {
-            c.evict_unused(key(1), |_| shared.load(SeqCst) == 0)
+            c.evict_unused(
+                key(1),
+                |_| shared.load(SeqCst) == 0,
+                &mut Retired::default(),
+            )
         })
     }
 
