@@ -176,6 +176,15 @@ case!(name_max_255_ok_256_enametoolong, |r| {
     err!(ENOENT, r.stat(name(256)));
     err!(ENOENT, r.link(name(256), "/x"));
     err!(ENOENT, r.mkdir(name(256), 0o755));
+    err!(ENOENT, r.rename(name(256), "/x"));
+    err!(ENOENT, r.rename(name(256), "a"));
+    err!(ENOENT, r.rename("/f", name(256)));
+    err!(ENOENT, r.link("/f", name(256)));
+    err!(ENOENT, r.symlink("f", name(256)));
+    err!(ENOENT, r.unlink(name(256)));
+    err!(ENOENT, r.rmdir(name(256)));
+    err!(ENOENT, r.open(name(256), o::CREAT | o::WRONLY, 0o644));
+    err!(ENOENT, r.access(name(256), acc::F_OK));
     ok!(r.chdir("/"));
     r.symlink(&n256, "/target_may_have_long_names");
     r.stat("/target_may_have_long_names");

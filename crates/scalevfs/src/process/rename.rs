@@ -70,7 +70,6 @@ impl Process {
             };
             // Then `mnt_want_write`: EROFS before the lookups.
             p1.mnt.fs.want_write()?;
-            check_len(&c1)?;
             self.do_rename(cx, &p1, &c1, t1, &p2, &c2, t2, flags)
         })
     }
@@ -149,7 +148,13 @@ impl Process {
                 fs.ensure_loaded(p2.d, i2)?;
                 continue;
             }
-            if locks.get(d1m).dead || locks.get(d2m).dead {
+            // Linux's lookups: a removed parent is ENOENT before a name's length is
+            // checked, and the old name is looked up (and must exist) before the new one.
+            if locks.get(d1m).dead {
+                return Err(Errno::ENOENT);
+            }
+            check_len(c1)?;
+            if oi.is_none() || locks.get(d2m).dead {
                 return Err(Errno::ENOENT);
             }
             let (Some(od), Some(oi)) = (od, oi) else {
