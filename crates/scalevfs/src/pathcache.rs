@@ -122,13 +122,17 @@ impl Set {
     /// start directories), each in a way of its own.
     #[inline(always)]
     fn find(&self, hash: u64, key: &Key, path: &[u8]) -> Option<(usize, &Entry)> {
-        (0..WAYS).find_map(|i| {
+        for i in 0..WAYS {
             if self.tags[i] != hash {
-                return None;
+                continue;
             }
-            let e = self.ways[i].as_deref()?;
-            (e.key == *key && *e.path == *path).then_some((i, e))
-        })
+            if let Some(e) = self.ways[i].as_deref() {
+                if e.key == *key && crate::name::bytes_eq(&e.path, path) {
+                    return Some((i, e));
+                }
+            }
+        }
+        None
     }
 
     /// [`Set::find`], if the entry was made at these counts (`gen`, `mount_seq`).
