@@ -185,7 +185,10 @@ pub struct Process {
     ctx_lock: Mutex<()>,
 }
 
-/// Checks a user path like [`cpath`] and hashes it for the path cache, in one pass.
+/// Checks a user path like [`cpath`] and hashes it for the path cache, in one pass. Inline:
+/// three callers (stat, access and their `*at` forms), each a cached hit's first step, where
+/// the call and its saved registers cost about a tenth of the hit.
+#[inline(always)]
 fn cpath_hashed(p: &Path) -> Result<(&[u8], u64)> {
     let b = p.as_os_str().as_bytes();
     if b.len() >= limits::PATH_MAX {
