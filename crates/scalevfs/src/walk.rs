@@ -335,7 +335,10 @@ fn walk_inner<'a, 'g: 'a>(
     links: &mut u32,
     volatile: &mut bool,
 ) -> Result<Found<'a, 'g>, Fail> {
-    let trailing = path.last() == Some(&b'/');
+    // A slash at the end asks for a directory; so does one after a link that is followed
+    // as the last component: the request holds through its body to the end of the walk
+    // (Linux sets `LOOKUP_DIRECTORY` in `lookup_last` and keeps it).
+    let mut trailing = path.last() == Some(&b'/');
     // The clock, read once for the whole walk where a deadline is first checked.
     let mut now = None;
     let mut pos = if path.first() == Some(&b'/') {
@@ -431,6 +434,9 @@ fn walk_inner<'a, 'g: 'a>(
                         return Err(Fail::Retry);
                     }
                     inode.read_accessed(now);
+                }
+                if last && slash {
+                    trailing = true;
                 }
                 if segs.top().is_some_and(|t| t.is_empty()) {
                     segs.pop();

@@ -420,6 +420,37 @@ case!(symlink_target_with_trailing_slash, |r| {
     ok!(r.readdir("/"));
 });
 
+// A slash after a link's last component asks for a directory at the end of whatever that
+// link leads to, through further links: Linux keeps `LOOKUP_DIRECTORY` to the end of the
+// walk. (Found by the random plans on hostfs: `truncate` through such a chain cut a file.)
+case!(trailing_slash_in_a_body_holds_through_further_links, |r| {
+    base(r);
+    ok!(r.symlink("f", "/sf"));
+    ok!(r.symlink("sf/", "/c1"));
+    ok!(r.symlink("lf/", "/c2"));
+    ok!(r.symlink("ld/", "/c3"));
+    ok!(r.symlink("d/../lf/", "/c4"));
+    ok!(r.symlink("c1", "/c5"));
+    for c in ["/c1", "/c2", "/c4", "/c5"] {
+        err!(ENOTDIR, r.truncate(c, 0));
+        err!(ENOTDIR, r.stat(c));
+        ok!(r.lstat(c));
+        err!(ENOTDIR, r.open(c, o::WRONLY | o::TRUNC, 0));
+        err!(ENOTDIR, r.open(c, o::RDONLY, 0));
+        r.open(c, o::CREAT | o::WRONLY, 0o644);
+        err!(ENOTDIR, r.access(c, acc::F_OK));
+        err!(ENOTDIR, r.chdir(c));
+        r.link_at(Dir::Cwd, c, Dir::Cwd, "/h", at::SYMLINK_FOLLOW);
+        r.chmod(c, 0o600);
+        r.utimens(c, [T::Now, T::Now]);
+    }
+    ok!(r.stat("/c3"));
+    ok!(r.chdir("/c3"));
+    ok!(r.chdir("/"));
+    // The file is whole.
+    assert_eq!(r.cat("/f").unwrap(), b"hello");
+});
+
 case!(dangling_and_empty_targets, |r| {
     base(r);
     err!(ENOENT, r.stat("/dangling"));
