@@ -246,7 +246,7 @@ fn op() -> impl Strategy<Value = Op> {
         o::PATH | o::NOFOLLOW,
     ]);
     let target = prop::sample::select(vec![
-        "a", "b", "c", "/a", "../a", ".", "..", "loop", "a/b", "missing", "l", "", "b/",
+        "a", "b", "c", "/a", "../a", ".", "..", "loop", "a/b", "missing", "l", "", "b/", "l/",
     ]);
     let id = prop::sample::select(vec![None, Some(0), Some(1000), Some(1001)]);
     let data = prop::collection::vec(prop::sample::select(b"abcde".to_vec()), 0..8);
