@@ -6,7 +6,8 @@
 # purpose. Each round is PROPTEST_CASES plans (20,000 by default) with a fresh seed; ROUNDS
 # rounds (5 by default) per configuration. The first failure of a configuration stops it,
 # and its whole output (the shrunk plan and both traces) is kept in
-# target/plans-campaign/<configuration>.log.
+# target/plans-campaign/<configuration>.log. A round that runs past ROUND_SECS (1,800 by
+# default) is stopped and counted as a failure: a plan that never ends is a hang.
 # Usage: bash scripts/plans-campaign.sh        (about 25 min with the defaults on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,10 +21,11 @@ while read -r name env; do
     for i in $(seq "$rounds"); do
         log="$out/$name.log"
         # shellcheck disable=SC2086 # $env is a list of assignments, split on purpose
-        if env $env cargo test --release -q -p scalevfs --test plans random >"$log" 2>&1; then
+        if timeout "${ROUND_SECS:-1800}" env $env cargo test --release -q -p scalevfs \
+            --test plans random >"$log" 2>&1; then
             echo "plans-campaign: $name: round $i of $rounds, $PROPTEST_CASES plans, no difference"
         else
-            echo "plans-campaign: $name: round $i failed; the plan and the traces are in $log"
+            echo "plans-campaign: $name: round $i failed or hung; what it printed is in $log"
             failed=1
             break
         fi
