@@ -500,6 +500,11 @@ fn prologue(r: &mut Rec, base: u8) {
 }
 
 fn play(base: u8, ops: &[Op]) -> Outcome {
+    // Each plan before it runs, for a plan that never ends (a hang prints no failure):
+    // `SCALEVFS_PLAN_TRACE=1 cargo test ... -- --nocapture`, and the last one printed.
+    if std::env::var_os("SCALEVFS_PLAN_TRACE").is_some() {
+        eprintln!("plan: base = {base}, ops = {ops:?}");
+    }
     common::run("plan", &|r: &mut Rec| {
         prologue(r, base);
         let mut plan = Plan { held: None };
