@@ -7,7 +7,8 @@
 # rounds (5 by default) per configuration. The first failure of a configuration stops it,
 # and its whole output (the shrunk plan and both traces) is kept in
 # target/plans-campaign/<configuration>.log. A round that runs past ROUND_SECS (1,800 by
-# default) is stopped and counted as a failure: a plan that never ends is a hang.
+# default) is stopped and counted as a failure: a plan that never ends is a hang, and the
+# last "plan:" line of its log (SCALEVFS_PLAN_TRACE prints each plan before it runs) is it.
 # Usage: bash scripts/plans-campaign.sh        (about 25 min with the defaults on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +22,8 @@ while read -r name env; do
     for i in $(seq "$rounds"); do
         log="$out/$name.log"
         # shellcheck disable=SC2086 # $env is a list of assignments, split on purpose
-        if timeout "${ROUND_SECS:-1800}" env $env cargo test --release -q -p scalevfs \
-            --test plans random >"$log" 2>&1; then
+        if timeout "${ROUND_SECS:-1800}" env $env SCALEVFS_PLAN_TRACE=1 cargo test --release \
+            -q -p scalevfs --test plans random -- --nocapture >"$log" 2>&1; then
             echo "plans-campaign: $name: round $i of $rounds, $PROPTEST_CASES plans, no difference"
         else
             echo "plans-campaign: $name: round $i failed or hung; what it printed is in $log"
