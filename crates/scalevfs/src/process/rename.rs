@@ -148,16 +148,13 @@ impl Process {
                 fs.ensure_loaded(p2.d, i2)?;
                 continue;
             }
-            // Linux's lookups: a removed parent is ENOENT before a name's length is
-            // checked, and the old name is looked up (and must exist) before the new one.
+            // Linux's lookups, old name first: a removed parent is ENOENT before the name's
+            // length is checked (ENAMETOOLONG), and both come before the new name's.
             if locks.get(d1m).dead {
                 return Err(Errno::ENOENT);
             }
             check_len(c1)?;
-            if oi.is_none() || locks.get(d2m).dead {
-                return Err(Errno::ENOENT);
-            }
-            let (Some(od), Some(oi)) = (od, oi) else {
+            let (Some(od), Some(oi), false) = (od, oi, locks.get(d2m).dead) else {
                 return Err(Errno::ENOENT);
             };
             // Linux looks the new name up (and checks its length) after the old one.
