@@ -5,6 +5,9 @@
 //! and `getdents`). A regular file's open does not pin its dentry: unlinking the name turns
 //! the dentry negative while the file stays open, and the inode is evicted (its pages freed
 //! and uncharged) on the last close (tmpfs semantics for unlinked-but-open files).
+//! A removed directory can be reached after its eviction through what still refers to
+//! its dentry (a working directory, a child's `..`): a description of it holds nothing,
+//! as nothing is left to hold (see `OpenFile::new`).
 //!
 //! The descriptor table ([`FdTable`]) is read without locks under an epoch guard; writers
 //! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
@@ -82,6 +85,9 @@ pub struct OpenFile {
     fd_refs: AtomicU32,
     /// Whether it was ever in a descriptor table.
     installed: AtomicBool,
+    /// Whether it holds its inode's contents: always, except for a description of a removed
+    /// directory that was evicted before the open (see [`OpenFile::new`]). Set at creation.
+    pub(crate) held: bool,
     /// The storage's descriptor of a stored file's data (`Contents::Stored`), or -1: opened
     /// when the description is (`FileSystem::open_data`; never for `O_PATH`), installed by
     /// CAS, and closed with the description. A raw number, not a `OnceLock<OwnedFd>`: it fits in the padding after
@@ -92,15 +98,24 @@ pub struct OpenFile {
 impl OpenFile {
     /// A description of `inode`, holding its contents (see `Inode::hold`); `None` if the
     /// inode was evicted since the caller found it (the caller walks again).
+    ///
+    /// A removed directory is the exception: what still refers to its dentry (a working
+    /// directory, a child's `..`, a descriptor) can reach it after its last hold went, and
+    /// Linux opens it, since its dentry keeps its inode. Evicted, it has no contents to hold
+    /// (it was empty and is dead: no listing, no new names), so the description holds none.
+    /// Walking again would find the same dentry forever.
     pub(crate) fn new(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
         inode: Arc<Inode>,
         flags: OFlags,
     ) -> Option<OpenFile> {
-        inode
-            .hold()
-            .then(|| Self::with_hold(mnt, dir, inode, flags))
+        if inode.hold() {
+            return Some(Self::with_hold(mnt, dir, inode, flags));
+        }
+        // `dir`: the caller holds the dentry. Removal is final, so `dead` stays true.
+        let removed = dir.is_some() && inode.dir_is_dead();
+        removed.then(|| Self::build(mnt, dir, inode, flags, false))
     }
 
     /// A description of `inode` that takes over a hold the caller has (a new `O_TMPFILE`
@@ -111,6 +126,16 @@ impl OpenFile {
         inode: Arc<Inode>,
         flags: OFlags,
     ) -> OpenFile {
+        Self::build(mnt, dir, inode, flags, true)
+    }
+
+    fn build(
+        mnt: &Arc<Mount>,
+        dir: Option<DRef>,
+        inode: Arc<Inode>,
+        flags: OFlags,
+        held: bool,
+    ) -> OpenFile {
         mnt.users.add(1);
         OpenFile {
             mnt: MountRef::new(mnt),
@@ -120,6 +145,7 @@ impl OpenFile {
             pos: Mutex::new(0),
             fd_refs: AtomicU32::new(0),
             installed: AtomicBool::new(false),
+            held,
             data: std::sync::atomic::AtomicI32::new(-1),
         }
     }
@@ -150,7 +176,7 @@ impl OpenFile {
     fn slot_added(&self) {
         if self.fd_refs.fetch_add(1, AcqRel) == 0 && self.installed.swap(true, AcqRel) {
             self.mnt.users.add(1);
-            let held = self.inode.hold();
+            let held = self.hold_inode();
             debug_assert!(held, "re-installed a description of an evicted inode");
         }
     }
@@ -167,6 +193,22 @@ impl OpenFile {
                 crate::filelock::global().drop_owner(&self.inode, self.lock_owner());
             }
             self.mnt.users.add(-1);
+            self.release_inode();
+        }
+    }
+
+    /// Takes another hold on the inode's contents for this description (for a call, or a
+    /// re-install); `false` if the inode was evicted. A description that holds none (see
+    /// [`OpenFile::new`]) needs none.
+    #[inline]
+    fn hold_inode(&self) -> bool {
+        !self.held || self.inode.hold()
+    }
+
+    /// Gives back a hold [`OpenFile::hold_inode`] took.
+    #[inline]
+    fn release_inode(&self) {
+        if self.held {
             self.mnt.fs.release(&self.inode);
         }
     }
@@ -223,7 +265,7 @@ impl Drop for OpenFile {
         }
         if !self.installed.load(Acquire) {
             self.mnt.users.add(-1);
-            self.mnt.fs.release(&self.inode);
+            self.release_inode();
         }
     }
 }
@@ -250,7 +292,7 @@ impl std::ops::Deref for FileRef {
 
 impl Drop for FileRef {
     fn drop(&mut self) {
-        self.0.mnt.fs.release(&self.0.inode);
+        self.0.release_inode();
     }
 }
 
@@ -360,7 +402,7 @@ impl Desc for &Handle {
     #[inline]
     fn hold(self, _: &FdTable) -> Result<FileRef> {
         // The handle's own reference holds the contents, so this hold succeeds.
-        if !self.0.inode.hold() {
+        if !self.0.hold_inode() {
             return Err(Errno::EBADF);
         }
         Ok(FileRef(self.0.clone()))
@@ -610,7 +652,7 @@ impl FdTable {
     pub fn get(&self, fd: Fd) -> Result<FileRef> {
         let g = crossbeam_epoch::pin();
         let f = self.get_ref(fd, &g)?;
-        if !f.inode.hold() {
+        if !f.hold_inode() {
             return Err(Errno::EBADF);
         }
         // SAFETY: the slot's count keeps the count above zero while `g` is held.

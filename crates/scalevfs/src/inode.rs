@@ -615,6 +615,12 @@ impl Inode {
         }
     }
 
+    /// Whether this is a directory that was removed (`DirState::dead`, final once set).
+    /// Takes the directory's lock: the caller holds none of its own.
+    pub(crate) fn dir_is_dead(&self) -> bool {
+        self.dir().is_some_and(|st| st.lock().dead)
+    }
+
     /// The symlink target, for symlinks.
     #[inline]
     pub fn symlink_target(&self) -> Option<&[u8]> {

@@ -1316,6 +1316,53 @@ case!(open_nofollow_and_directory, |r| {
     err!(EBADF, r.getdents(q));
 });
 
+// A removed directory can still be reached (the working directory, `..` of one, an open
+// descriptor) and opened: Linux keeps the dentry and its inode while anything refers to them.
+// What is opened is dead: no listing, no new names, no links.
+case!(removed_directory_can_be_opened, |r| {
+    ok!(r.mkdir("/rm", 0o755));
+    ok!(r.mkdir("/rm/sub", 0o755));
+    ok!(r.chdir("/rm/sub"));
+    ok!(r.rmdir("/rm/sub"));
+    let d = ok!(r.open(".", o::RDONLY | o::DIRECTORY, 0)).unwrap();
+    let st = ok!(r.fstat(d)).unwrap();
+    r.expect_that("a removed directory has no links", st.nlink == 0);
+    err!(ENOENT, r.getdents(d));
+    err!(ENOENT, r.mkdir_at(Dir::Fd(d), "x", 0o755));
+    err!(
+        ENOENT,
+        r.open_at(Dir::Fd(d), "x", o::CREAT | o::WRONLY, 0o644)
+    );
+    r.stat_at(Dir::Fd(d), "..", 0);
+    ok!(r.open(".", o::RDONLY, 0));
+    ok!(r.open(".", o::PATH, 0));
+    ok!(r.open("./", o::RDONLY, 0));
+    // Its parent is removed too: reached through `..`, and opened there.
+    ok!(r.rmdir("/rm"));
+    let up = ok!(r.open("..", o::RDONLY | o::DIRECTORY, 0)).unwrap();
+    let st = ok!(r.fstat(up)).unwrap();
+    r.expect_that("the removed parent has no links", st.nlink == 0);
+    err!(ENOENT, r.getdents(up));
+    r.fchmod(up, 0o700);
+    r.fchown(up, Some(1000), None);
+    let st = ok!(r.fstat(up)).unwrap();
+    r.expect_that("the removed parent was changed", st.mode & 0o7777 == 0o700);
+    ok!(r.chdir(".."));
+    ok!(r.open(".", o::RDONLY, 0));
+    err!(ENOENT, r.getcwd());
+    ok!(r.fchdir(d));
+    ok!(r.open(".", o::RDONLY | o::DIRECTORY, 0));
+    ok!(r.chdir("/"));
+    // Opened again through the descriptors, after every other way to it is gone.
+    ok!(r.open_at(Dir::Fd(d), ".", o::RDONLY, 0));
+    ok!(r.open_at(Dir::Fd(up), ".", o::RDONLY | o::DIRECTORY, 0));
+    ok!(r.open_at(Dir::Fd(d), "..", o::RDONLY, 0));
+    ok!(r.close(d));
+    ok!(r.close(up));
+    ok!(r.mkdir("/rm", 0o755));
+    ok!(r.readdir("/rm"));
+});
+
 case!(open_directory_for_writing, |r| {
     base(r);
     err!(EISDIR, r.open("/d", o::WRONLY, 0));

@@ -1048,6 +1048,51 @@ mod tests {
         assert!(p.stat("/z/b/f").is_ok());
     }
 
+    /// A removed directory reached after its eviction (the working directory, a child's
+    /// `..`) opens as a description that holds nothing: opening, re-opening and closing it
+    /// neither evicts it again nor leaves anything charged, and re-creating the name works.
+    #[test]
+    fn a_removed_directory_opens_without_a_hold() {
+        use crate::memfs::{MemFs, MemFsOptions};
+        let fs = MemFs::new(MemFsOptions {
+            max_inodes: Some(8),
+            ..Default::default()
+        });
+        let p = Vfs::new(fs.clone()).process(Creds::root());
+        let free = fs.statfs().ffree;
+        p.mkdir("/a", 0o755).unwrap();
+        p.mkdir("/a/b", 0o755).unwrap();
+        p.chdir("/a/b").unwrap();
+        p.rmdir("/a/b").unwrap();
+        p.rmdir("/a").unwrap();
+        assert_eq!(
+            fs.statfs().ffree,
+            free,
+            "each removal evicted its directory"
+        );
+        let dot = p.open(".", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+        let up = p.open("..", OFlags::RDONLY, 0).unwrap();
+        let again = p
+            .openat(dot, "..", OFlags::RDONLY | OFlags::DIRECTORY, 0)
+            .unwrap();
+        let g = crossbeam_epoch::pin();
+        for fd in [dot, up, again] {
+            let f = p.files.get_ref(fd, &g).unwrap();
+            assert!(f.inode.evicted() && !f.held);
+        }
+        drop(g);
+        assert_eq!(p.fstat(up).unwrap().nlink, 0);
+        assert_eq!(p.getdents(up, 4096).unwrap_err(), Errno::ENOENT);
+        let dup = p.dup(up).unwrap();
+        for fd in [dot, up, again, dup] {
+            p.close(fd).unwrap();
+        }
+        p.chdir("/").unwrap();
+        assert_eq!(fs.statfs().ffree, free, "closing evicted nothing again");
+        p.mkdir("/a", 0o755).unwrap();
+        assert_eq!(fs.statfs().ffree, free - 1);
+    }
+
     /// `stat` answered by the path cache with no epoch guard (`stat_cached`) follows the
     /// working directory, the credentials and the file: after `chdir` a relative path is
     /// looked up from the new directory, after `set_creds` the new credentials' search
