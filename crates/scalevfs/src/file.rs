@@ -104,6 +104,7 @@ impl OpenFile {
     /// Linux opens it, since its dentry keeps its inode. Evicted, it has no contents to hold
     /// (it was empty and is dead: no listing, no new names), so the description holds none.
     /// Walking again would find the same dentry forever.
+    #[inline]
     pub(crate) fn new(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
@@ -113,7 +114,18 @@ impl OpenFile {
         if inode.hold() {
             return Some(Self::with_hold(mnt, dir, inode, flags));
         }
-        // `dir`: the caller holds the dentry. Removal is final, so `dead` stays true.
+        Self::of_removed_dir(mnt, dir, inode, flags)
+    }
+
+    /// [`OpenFile::new`]'s exception: a description that holds nothing, of a removed
+    /// directory (`dir`: the caller holds its dentry). Removal is final: `dead` stays true.
+    #[cold]
+    fn of_removed_dir(
+        mnt: &Arc<Mount>,
+        dir: Option<DRef>,
+        inode: Arc<Inode>,
+        flags: OFlags,
+    ) -> Option<OpenFile> {
         let removed = dir.is_some() && inode.dir_is_dead();
         removed.then(|| Self::build(mnt, dir, inode, flags, false))
     }
@@ -129,6 +141,7 @@ impl OpenFile {
         Self::build(mnt, dir, inode, flags, true)
     }
 
+    #[inline]
     fn build(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
