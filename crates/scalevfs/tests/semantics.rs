@@ -1363,6 +1363,29 @@ case!(removed_directory_can_be_opened, |r| {
     ok!(r.readdir("/rm"));
 });
 
+// rename and link read both names first but report the new name's faults (empty, longer
+// than PATH_MAX) only after the old name's walk: the old side's errno wins.
+case!(two_path_calls_report_the_old_side_first, |r| {
+    base(r);
+    let too_long = [b"/".as_slice(), &b"a/".repeat(2100)].concat();
+    let f = ok!(r.open("/f", o::RDONLY, 0)).unwrap();
+    err!(ENOTDIR, r.rename_at(Dir::Fd(f), "a", Dir::Fd(f), "", 0));
+    err!(ENOTDIR, r.rename("/f/x", ""));
+    err!(ENOENT, r.rename("/missing/x", ""));
+    err!(ENOENT, r.rename("/missing/x", &too_long));
+    err!(ENOTDIR, r.rename("/f/x", &too_long));
+    err!(ENOENT, r.rename("", "/f/x"));
+    err!(ENOENT, r.rename("/d/missing", ""));
+    err!(ENAMETOOLONG, r.rename("/f", &too_long));
+    err!(ENOTDIR, r.link_at(Dir::Fd(f), "a", Dir::Cwd, "", 0));
+    err!(ENOENT, r.link("/missing", ""));
+    err!(ENOENT, r.link("/missing", &too_long));
+    err!(ENOTDIR, r.link("/f/x", &too_long));
+    err!(ENAMETOOLONG, r.link("/f", &too_long));
+    err!(ENOENT, r.link("/f", ""));
+    ok!(r.close(f));
+});
+
 case!(open_directory_for_writing, |r| {
     base(r);
     err!(EISDIR, r.open("/d", o::WRONLY, 0));

@@ -394,7 +394,8 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let old = cpath(old.as_ref())?;
-        let new = cpath(new.as_ref())?;
+        // As in `renameat2`: the new name's faults are reported after the source resolved.
+        let new = cpath(new.as_ref());
         // The source: an inode and its mount.
         let (src_mnt, src, linkable_tmp) = if old.is_empty() {
             let (m, i, tmp) = self.empty_path(olddirfd, flags, |f| {
@@ -413,6 +414,7 @@ impl Process {
                 Ok((p.mnt.clone(), i, false))
             })?
         };
+        let new = new?;
         if new.is_empty() {
             return Err(Errno::ENOENT);
         }

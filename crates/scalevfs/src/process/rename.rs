@@ -24,14 +24,23 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let old = cpath(old.as_ref())?;
-        let new = cpath(new.as_ref())?;
-        if old.is_empty() || new.is_empty() {
+        if old.is_empty() {
             return Err(Errno::ENOENT);
         }
+        // Linux reads both names first, but reports what is wrong with the new one (empty,
+        // too long) only after the old one's parent resolved (`do_renameat2`).
+        let new = cpath(new.as_ref()).and_then(|n| {
+            if n.is_empty() {
+                Err(Errno::ENOENT)
+            } else {
+                Ok(n)
+            }
+        });
         self.at(olddirfd, old, |cx, old_start| {
             let mut links = 0;
             let par1 = Self::parent_of(cx, old_start, old, &mut links)?;
             let (p1, l1, t1) = (par1.pos, par1.last, par1.trailing);
+            let new = new?;
             // The new side's start, looked at only after the old side resolved (as Linux).
             let held_new;
             let (ctx, _cwd) = self.held_ctx(cx.guard);
