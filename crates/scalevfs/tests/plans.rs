@@ -93,6 +93,27 @@ enum Op {
     Mknod(P, u32),
     /// utimensat with one of a few time pairs (results only; times are not compared).
     Utimens(P, u8),
+    /// fchmod/fchown/ftruncate/write/pwrite/lseek on the held descriptor (which may be a
+    /// directory, `O_PATH`, read-only or removed: each has its errno).
+    FchmodHeld(u32),
+    FchownHeld(Option<u32>, Option<u32>),
+    FtruncateHeld(u64),
+    WriteHeld(Vec<u8>),
+    PwriteHeld(Vec<u8>, u64),
+    /// read of up to 16 bytes, after an lseek to the offset.
+    ReadHeld(u64),
+    /// linkat(held, old, AT_FDCWD, new, flags); an empty old name with `AT_EMPTY_PATH`.
+    LinkAtHeld(P, P, u32),
+    SymlinkAtHeld(&'static str, P),
+    ReadlinkAtHeld(P),
+    /// faccessat(held, path, mode, flags).
+    AccessAtHeld(P, u32, u32),
+    /// fchownat(held, path, uid, gid, flags), `AT_EMPTY_PATH` with an empty path.
+    ChownAtHeld(P, Option<u32>, Option<u32>, u32),
+    /// utimensat(held, path, times, flags).
+    UtimensAtHeld(P, u8, u32),
+    /// renameat2(held, old, held, new, flags).
+    Rename2AtHeld(P, P, u32),
 }
 
 const TIME_PAIRS: [[T; 2]; 5] = [
@@ -143,6 +164,27 @@ impl fmt::Debug for Op {
             Op::UnlinkAtHeld(p, fl) => write!(f, "UnlinkAtHeld({p:?}, {fl:#x})"),
             Op::Mknod(p, m) => write!(f, "Mknod({p:?}, {m:#o})"),
             Op::Utimens(p, k) => write!(f, "Utimens({p:?}, {:?})", TIME_PAIRS[*k as usize]),
+            Op::FchmodHeld(m) => write!(f, "FchmodHeld({m:#o})"),
+            Op::FchownHeld(u, g) => write!(f, "FchownHeld({u:?}, {g:?})"),
+            Op::FtruncateHeld(n) => write!(f, "FtruncateHeld({n})"),
+            Op::WriteHeld(d) => write!(f, "WriteHeld({:?})", String::from_utf8_lossy(d)),
+            Op::PwriteHeld(d, o) => {
+                write!(f, "PwriteHeld({:?}, {o})", String::from_utf8_lossy(d))
+            }
+            Op::ReadHeld(o) => write!(f, "ReadHeld({o})"),
+            Op::LinkAtHeld(a, b, fl) => write!(f, "LinkAtHeld({a:?}, {b:?}, {fl:#x})"),
+            Op::SymlinkAtHeld(t, p) => write!(f, "SymlinkAtHeld({t:?}, {p:?})"),
+            Op::ReadlinkAtHeld(p) => write!(f, "ReadlinkAtHeld({p:?})"),
+            Op::AccessAtHeld(p, m, fl) => write!(f, "AccessAtHeld({p:?}, {m}, {fl:#x})"),
+            Op::ChownAtHeld(p, u, g, fl) => write!(f, "ChownAtHeld({p:?}, {u:?}, {g:?}, {fl:#x})"),
+            Op::UtimensAtHeld(p, k, fl) => {
+                write!(
+                    f,
+                    "UtimensAtHeld({p:?}, {:?}, {fl:#x})",
+                    TIME_PAIRS[*k as usize]
+                )
+            }
+            Op::Rename2AtHeld(a, b, fl) => write!(f, "Rename2AtHeld({a:?}, {b:?}, {fl})"),
         }
     }
 }
@@ -260,15 +302,15 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (path(), path(), prop::sample::select(vec![0, 0, 0, rn::NOREPLACE, rn::EXCHANGE]))
             .prop_map(|(a, b, f)| Op::Rename(a, b, f)),
         3 => (path(), path(), prop::bool::weighted(0.3)).prop_map(|(a, b, f)| Op::Link(a, b, f)),
-        2 => (target, path()).prop_map(|(t, p)| Op::Symlink(t, p)),
+        2 => (target.clone(), path()).prop_map(|(t, p)| Op::Symlink(t, p)),
         4 => path().prop_map(Op::Stat),
         3 => path().prop_map(Op::Lstat),
         1 => path().prop_map(Op::Readlink),
         3 => (path(), modes(sticky_ok)).prop_map(|(p, m)| Op::Chmod(p, m)),
-        1 => (path(), id.clone(), id).prop_map(|(p, u, g)| Op::Chown(p, u, g)),
+        1 => (path(), id.clone(), id.clone()).prop_map(|(p, u, g)| Op::Chown(p, u, g)),
         2 => (path(), prop::sample::select(vec![0u64, 1, 5, 4096, 4097, 10000]))
             .prop_map(|(p, n)| Op::Truncate(p, n)),
-        3 => (path(), write_flags, data).prop_map(|(p, f, d)| Op::Write(p, f, d)),
+        3 => (path(), write_flags, data.clone()).prop_map(|(p, f, d)| Op::Write(p, f, d)),
         2 => path().prop_map(Op::Read),
         2 => path().prop_map(Op::Readdir),
         2 => path().prop_map(Op::Chdir),
@@ -293,6 +335,51 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (path(), prop::sample::select(vec![0, at::REMOVEDIR])).prop_map(|(p, f)| Op::UnlinkAtHeld(p, f)),
         1 => (path(), prop::sample::select(vec![0o100600, 0o644])).prop_map(|(p, m)| Op::Mknod(p, m)),
         1 => (path(), 0u8..TIME_PAIRS.len() as u8).prop_map(|(p, k)| Op::Utimens(p, k)),
+        1 => modes(sticky_ok).prop_map(Op::FchmodHeld),
+        1 => (id.clone(), id.clone()).prop_map(|(u, g)| Op::FchownHeld(u, g)),
+        1 => prop::sample::select(vec![0u64, 3, 4097]).prop_map(Op::FtruncateHeld),
+        1 => data.clone().prop_map(Op::WriteHeld),
+        1 => (data.clone(), prop::sample::select(vec![0u64, 2, 4095, 10000]))
+            .prop_map(|(d, o)| Op::PwriteHeld(d, o)),
+        1 => prop::sample::select(vec![0u64, 1, 4096]).prop_map(Op::ReadHeld),
+        1 => (
+            held_path(),
+            path(),
+            prop::sample::select(vec![0, at::SYMLINK_FOLLOW, at::EMPTY_PATH]),
+        )
+            .prop_map(|(a, b, f)| Op::LinkAtHeld(a, b, f)),
+        1 => (target.clone(), path()).prop_map(|(t, p)| Op::SymlinkAtHeld(t, p)),
+        1 => held_path().prop_map(Op::ReadlinkAtHeld),
+        1 => (
+            held_path(),
+            prop::sample::select(vec![acc::F_OK, acc::R_OK, acc::W_OK, acc::X_OK]),
+            prop::sample::select(vec![0, at::EACCESS, at::SYMLINK_NOFOLLOW]),
+        )
+            .prop_map(|(p, m, f)| Op::AccessAtHeld(p, m, f)),
+        1 => (
+            held_path(),
+            id.clone(),
+            id.clone(),
+            prop::sample::select(vec![0, at::SYMLINK_NOFOLLOW, at::EMPTY_PATH]),
+        )
+            .prop_map(|(p, u, g, f)| Op::ChownAtHeld(p, u, g, f)),
+        1 => (
+            held_path(),
+            0u8..TIME_PAIRS.len() as u8,
+            prop::sample::select(vec![0, at::SYMLINK_NOFOLLOW, at::EMPTY_PATH]),
+        )
+            .prop_map(|(p, k, f)| Op::UtimensAtHeld(p, k, f)),
+        1 => (held_path(), held_path(), prop::sample::select(vec![0, rn::NOREPLACE, rn::EXCHANGE]))
+            .prop_map(|(a, b, f)| Op::Rename2AtHeld(a, b, f)),
+    ]
+}
+
+/// A path for a call relative to the held descriptor: mostly relative, sometimes empty
+/// (for `AT_EMPTY_PATH`, and `ENOENT` without it).
+fn held_path() -> impl Strategy<Value = P> {
+    prop_oneof![
+        6 => path(),
+        1 => Just(P(Vec::new())),
     ]
 }
 
@@ -459,6 +546,76 @@ impl Plan {
             Op::CloseHeld => {
                 if let Some(h) = self.held.take() {
                     let _ = r.close(h);
+                }
+            }
+            Op::FchmodHeld(m) => {
+                if let Some(h) = self.held {
+                    let _ = r.fchmod(h, *m);
+                }
+            }
+            Op::FchownHeld(u, g) => {
+                if let Some(h) = self.held {
+                    let _ = r.fchown(h, *u, *g);
+                }
+            }
+            Op::FtruncateHeld(n) => {
+                if let Some(h) = self.held {
+                    let _ = r.ftruncate(h, *n);
+                }
+            }
+            Op::WriteHeld(d) => {
+                if let Some(h) = self.held {
+                    let _ = r.write(h, d);
+                }
+            }
+            Op::PwriteHeld(d, off) => {
+                if let Some(h) = self.held {
+                    let _ = r.pwrite(h, d, *off);
+                }
+            }
+            Op::ReadHeld(off) => {
+                if let Some(h) = self.held {
+                    let _ = r.lseek(h, *off as i64, 0);
+                    let _ = r.read(h, 16);
+                }
+            }
+            Op::LinkAtHeld(a, b, f) => {
+                let Some(d) = self.dir() else { return };
+                // The protection check below looks the source up from the working
+                // directory; relative to a descriptor, only root links (never refused).
+                if r.creds.euid != 0 && protections().hardlinks {
+                    return;
+                }
+                let _ = r.link_at(d, &a.0, Dir::Cwd, &b.0, *f);
+            }
+            Op::SymlinkAtHeld(t, p) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.symlink_at(t, d, &p.0);
+                }
+            }
+            Op::ReadlinkAtHeld(p) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.readlink_at(d, &p.0);
+                }
+            }
+            Op::AccessAtHeld(p, m, f) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.access_at(d, &p.0, *m, *f);
+                }
+            }
+            Op::ChownAtHeld(p, u, g, f) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.chown_at(d, &p.0, *u, *g, *f);
+                }
+            }
+            Op::UtimensAtHeld(p, k, f) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.utimens_at(d, &p.0, TIME_PAIRS[*k as usize], *f);
+                }
+            }
+            Op::Rename2AtHeld(a, b, f) => {
+                if let Some(d) = self.dir() {
+                    let _ = r.rename_at(d, &a.0, d, &b.0, *f);
                 }
             }
         }
