@@ -12,7 +12,7 @@
 mod common;
 
 use common::kernel::protections;
-use common::oracle::{acc, at, o, rn, ty, Cred, Dir, Res, St, Sys, H, T};
+use common::oracle::{acc, at, o, rn, ty, Cred, Dir, Res, St, Sys, H, T, XT};
 use common::{Outcome, Rec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -114,6 +114,20 @@ enum Op {
     UtimensAtHeld(P, u8, u32),
     /// renameat2(held, old, held, new, flags).
     Rename2AtHeld(P, P, u32),
+    /// setxattr/getxattr/listxattr/removexattr on a path (following a final symlink, or
+    /// not) or on the held descriptor.
+    Setxattr(XOn, &'static str, Vec<u8>, u32),
+    Getxattr(XOn, &'static str, usize),
+    Listxattr(XOn, usize),
+    Removexattr(XOn, &'static str),
+}
+
+/// What an xattr call names.
+#[derive(Clone, Debug)]
+enum XOn {
+    Path(P),
+    LPath(P),
+    Held,
 }
 
 const TIME_PAIRS: [[T; 2]; 5] = [
@@ -185,6 +199,16 @@ impl fmt::Debug for Op {
                 )
             }
             Op::Rename2AtHeld(a, b, fl) => write!(f, "Rename2AtHeld({a:?}, {b:?}, {fl})"),
+            Op::Setxattr(t, n, v, fl) => {
+                write!(
+                    f,
+                    "Setxattr({t:?}, {n:?}, {:?}, {fl})",
+                    String::from_utf8_lossy(v)
+                )
+            }
+            Op::Getxattr(t, n, sz) => write!(f, "Getxattr({t:?}, {n:?}, {sz})"),
+            Op::Listxattr(t, sz) => write!(f, "Listxattr({t:?}, {sz})"),
+            Op::Removexattr(t, n) => write!(f, "Removexattr({t:?}, {n:?})"),
         }
     }
 }
@@ -371,7 +395,36 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(p, k, f)| Op::UtimensAtHeld(p, k, f)),
         1 => (held_path(), held_path(), prop::sample::select(vec![0, rn::NOREPLACE, rn::EXCHANGE]))
             .prop_map(|(a, b, f)| Op::Rename2AtHeld(a, b, f)),
+        2 => (xon(), xname(), data.clone(), prop::sample::select(vec![0u32, 0, 1, 2]))
+            .prop_map(|(t, n, v, f)| Op::Setxattr(t, n, v, f)),
+        1 => (xon(), xname(), prop::sample::select(vec![0usize, 1, 64]))
+            .prop_map(|(t, n, sz)| Op::Getxattr(t, n, sz)),
+        1 => (xon(), prop::sample::select(vec![0usize, 7, 256]))
+            .prop_map(|(t, sz)| Op::Listxattr(t, sz)),
+        1 => (xon(), xname()).prop_map(|(t, n)| Op::Removexattr(t, n)),
     ]
+}
+
+fn xon() -> impl Strategy<Value = XOn> {
+    prop_oneof![
+        3 => path().prop_map(XOn::Path),
+        2 => path().prop_map(XOn::LPath),
+        1 => Just(XOn::Held),
+    ]
+}
+
+/// Names in the namespaces a caller may use (`trusted` is root's), one that is no
+/// namespace, and one with nothing after its prefix.
+fn xname() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "user.a",
+        "user.a",
+        "user.b",
+        "trusted.t",
+        "security.s",
+        "bogus.x",
+        "user.",
+    ])
 }
 
 /// A path for a call relative to the held descriptor: mostly relative, sometimes empty
@@ -413,6 +466,14 @@ struct Plan {
 impl Plan {
     fn dir(&self) -> Option<Dir> {
         self.held.map(Dir::Fd)
+    }
+
+    fn xt<'a>(&self, t: &'a XOn) -> Option<XT<'a>> {
+        match t {
+            XOn::Path(p) => Some(XT::Path(&p.0)),
+            XOn::LPath(p) => Some(XT::LPath(&p.0)),
+            XOn::Held => self.held.map(XT::Fd),
+        }
     }
 
     fn step(&mut self, r: &mut Rec, op: &Op) {
@@ -616,6 +677,26 @@ impl Plan {
             Op::Rename2AtHeld(a, b, f) => {
                 if let Some(d) = self.dir() {
                     let _ = r.rename_at(d, &a.0, d, &b.0, *f);
+                }
+            }
+            Op::Setxattr(t, n, v, f) => {
+                if let Some(t) = self.xt(t) {
+                    let _ = r.setxattr(t, n, v, *f);
+                }
+            }
+            Op::Getxattr(t, n, sz) => {
+                if let Some(t) = self.xt(t) {
+                    let _ = r.getxattr(t, n, *sz);
+                }
+            }
+            Op::Listxattr(t, sz) => {
+                if let Some(t) = self.xt(t) {
+                    let _ = r.listxattr(t, *sz);
+                }
+            }
+            Op::Removexattr(t, n) => {
+                if let Some(t) = self.xt(t) {
+                    let _ = r.removexattr(t, n);
                 }
             }
         }

@@ -125,6 +125,12 @@ fn reset_root() {
     }
     rfs::chmod("/", Mode::from_raw_mode(0o1777)).expect("chmod /");
     rfs::chown("/", Some(Uid::ROOT), Some(Gid::ROOT)).expect("chown /");
+    // `/` outlives the cases: its extended attributes go too.
+    let mut names = vec![0u8; 64 * 1024];
+    let n = rfs::llistxattr("/", &mut names[..]).expect("llistxattr /");
+    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        rfs::lremovexattr("/", name).expect("lremovexattr /");
+    }
 }
 
 /// The emptied `/` (the oracle's tmpfs directory), held for a system under test that stores
