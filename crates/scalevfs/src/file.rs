@@ -630,15 +630,19 @@ impl FdTable {
     /// The description behind `fd`, borrowed for the guard's life, with no write.
     #[inline]
     pub fn get_ref<'g>(&self, fd: Fd, g: &'g Guard) -> Result<&'g OpenFile> {
-        let i = usize::try_from(fd.0).map_err(|_| Errno::EBADF)?;
-        let p = self
-            .slots(g)
-            .0
-            .get(i)
-            .map(|s| s.load(Acquire))
-            .unwrap_or(ptr::null_mut());
+        let p = self.slot_ptr(fd, g);
         // SAFETY: a slot's count is dropped only after a grace period, and we hold `g`.
         unsafe { p.as_ref() }.ok_or(Errno::EBADF)
+    }
+
+    /// The pointer in `fd`'s slot (null if none), as `Arc::into_raw` made it: a new `Arc`
+    /// is made only from it, never from a `&OpenFile` (under Tree Borrows, the last `Arc`
+    /// dropped would deallocate through that shared reference's tag).
+    fn slot_ptr(&self, fd: Fd, g: &Guard) -> *mut OpenFile {
+        usize::try_from(fd.0)
+            .ok()
+            .and_then(|i| self.slots(g).0.get(i))
+            .map_or(ptr::null_mut(), |s| s.load(Acquire))
     }
 
     /// This table's number (see `id`).
@@ -664,13 +668,15 @@ impl FdTable {
     /// closed and its inode evicted meanwhile.
     pub fn get(&self, fd: Fd) -> Result<FileRef> {
         let g = crossbeam_epoch::pin();
-        let f = self.get_ref(fd, &g)?;
+        let p = self.slot_ptr(fd, &g);
+        // SAFETY: a slot's count is dropped only after a grace period, and we hold `g`.
+        let f = unsafe { p.as_ref() }.ok_or(Errno::EBADF)?;
         if !f.hold_inode() {
             return Err(Errno::EBADF);
         }
-        // SAFETY: the slot's count keeps the count above zero while `g` is held.
+        // SAFETY: the slot's count keeps the count above zero while `g` is held, and `p`
+        // is the slot's own pointer (see `slot_ptr`).
         unsafe {
-            let p = f as *const OpenFile;
             Arc::increment_strong_count(p);
             Ok(FileRef(Arc::from_raw(p)))
         }
@@ -902,6 +908,23 @@ impl Drop for FdTable {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The last reference to a description can be one that `dup` made through
+    /// `FdTable::get`: its drop frees the description through that `Arc`'s pointer, which
+    /// must be the slot's own. Made from a `&OpenFile`, it was a deallocation through a
+    /// shared reference's tag, which Miri (Tree Borrows) reports.
+    #[test]
+    fn a_dup_can_hold_the_last_reference() {
+        let p = crate::Vfs::new_memfs().process(crate::Creds::root());
+        p.mkdir("/a", 0o755).unwrap();
+        let up = p.open("/a", OFlags::RDONLY, 0).unwrap();
+        let dup = p.dup(up).unwrap();
+        p.close(up).unwrap();
+        p.close(dup).unwrap();
+        drop(p);
+        // The deferred frees of the namespace just dropped run at the next one's drop.
+        drop(crate::Vfs::new_memfs().process(crate::Creds::root()));
+    }
 
     /// The lowest free number, the slow way.
     fn model_lowest(taken: &std::collections::BTreeSet<usize>) -> usize {
