@@ -103,7 +103,9 @@ impl OpenFile {
     /// directory, a child's `..`, a descriptor) can reach it after its last hold went, and
     /// Linux opens it, since its dentry keeps its inode. Evicted, it has no contents to hold
     /// (it was empty and is dead: no listing, no new names), so the description holds none.
-    /// Walking again would find the same dentry forever.
+    /// Walking again would find the same dentry forever. One difference from Linux stays:
+    /// its extended attributes answer `ENOENT` (`SuperBlock::xattr_op` takes a hold, so
+    /// that nothing is set on an inode whose eviction has run), where Linux sets them.
     #[inline]
     pub(crate) fn new(
         mnt: &Arc<Mount>,
