@@ -787,7 +787,6 @@ proptest! {
 /// A fixed plan, so a broken harness shows up even with PROPTEST_CASES=0.
 #[test]
 fn fixed_plan_matches_tmpfs() {
-    let p = |s: &str| P(s.as_bytes().to_vec());
     let ops = vec![
         Op::Mkdir(p("a"), 0o755),
         Op::Mkdir(p("l/b"), 0o755),
@@ -814,10 +813,7 @@ fn fixed_plan_matches_tmpfs() {
         Op::Truncate(p("c/b"), 4097),
         Op::Read(p("/c/b")),
     ];
-    match play(0, &ops) {
-        Outcome::Skipped | Outcome::Same => {}
-        Outcome::Differs(report) => panic!("{report}"),
-    }
+    assert_plan(0, &ops);
 }
 
 /// A plan found by a campaign (after some 424,000 plans on hostfs) that never ended, on every
@@ -826,11 +822,6 @@ fn fixed_plan_matches_tmpfs() {
 /// `removed_directory_can_be_opened` in the semantics suite.
 #[test]
 fn open_in_a_removed_working_directory_plan() {
-    let p = |s: &str| {
-        P(s.replace("<x*255>", N255)
-            .replace("<y*256>", N256)
-            .into_bytes())
-    };
     let ops = vec![
         Op::MkdirAtHeld(p("a")),
         Op::Symlink("missing", p("/a")),
@@ -867,7 +858,19 @@ fn open_in_a_removed_working_directory_plan() {
         Op::Lstat(p("b/l/l")),
         Op::Getcwd,
     ];
-    match play(2, &ops) {
+    assert_plan(2, &ops);
+}
+
+/// A path as a failing plan prints it (`P`'s `Debug`: the long names as placeholders).
+fn p(s: &str) -> P {
+    P(s.replace("<x*255>", N255)
+        .replace("<y*256>", N256)
+        .into_bytes())
+}
+
+/// Plays a fixed plan; panics with the report if the engine and the kernel differ.
+fn assert_plan(base: u8, ops: &[Op]) {
+    match play(base, ops) {
         Outcome::Skipped | Outcome::Same => {}
         Outcome::Differs(report) => panic!("{report}"),
     }

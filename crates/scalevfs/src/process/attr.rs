@@ -802,10 +802,7 @@ impl Process {
 
     /// `statfs(2)`.
     pub fn statfs(&self, path: impl AsRef<Path>) -> Result<StatFs> {
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         self.at(Fd::CWD, path, |cx, start| {
             Ok(Self::resolve_unheld(cx, start, path, true)?.mnt.fs.statfs())
         })

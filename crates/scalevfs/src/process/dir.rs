@@ -45,10 +45,7 @@ impl Process {
         dirfd: impl Desc,
         linkpath: impl AsRef<Path>,
     ) -> Result<()> {
-        let t = cpath(target.as_ref())?;
-        if t.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let t = cpath_named(target.as_ref())?;
         self.create_at(
             dirfd,
             linkpath.as_ref(),
@@ -64,10 +61,7 @@ impl Process {
         kind: NewKind<'_>,
         mode: u32,
     ) -> Result<()> {
-        let path = cpath(path)?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path)?;
         self.at(dirfd, path, |cx, start| {
             let mut links = 0;
             let par = Self::parent_of(cx, start, path, &mut links)?;
@@ -222,10 +216,7 @@ impl Process {
             return Err(Errno::EINVAL);
         }
         let rmdir = flags.contains(AtFlags::REMOVEDIR);
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         self.at(dirfd, path, |cx, start| {
             let mut links = 0;
             let par = Self::parent_of(cx, start, path, &mut links)?;
@@ -395,7 +386,7 @@ impl Process {
         }
         let old = cpath(old.as_ref())?;
         // As in `renameat2`: the new name's faults are reported after the source resolved.
-        let new = cpath(new.as_ref());
+        let new = cpath_named(new.as_ref());
         // The source: an inode and its mount.
         let (src_mnt, src, linkable_tmp) = if old.is_empty() {
             let (m, i, tmp) = self.empty_path(olddirfd, flags, |f| {
@@ -415,9 +406,6 @@ impl Process {
             })?
         };
         let new = new?;
-        if new.is_empty() {
-            return Err(Errno::ENOENT);
-        }
         self.at(newdirfd, new, |cx, start| {
             let mut links = 0;
             let par = Self::parent_of(cx, start, new, &mut links)?;

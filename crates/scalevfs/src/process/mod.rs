@@ -213,6 +213,16 @@ fn cpath(p: &Path) -> Result<&[u8]> {
     Ok(b)
 }
 
+/// [`cpath`] for a path that must name something (Linux's `getname` without
+/// `LOOKUP_EMPTY`): empty is `ENOENT`.
+fn cpath_named(p: &Path) -> Result<&[u8]> {
+    let b = cpath(p)?;
+    if b.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    Ok(b)
+}
+
 /// Where a walk starts.
 #[derive(Clone, Copy)]
 struct Start<'g> {

@@ -6,10 +6,7 @@ impl Process {
     /// Mounts `fs` on the directory `path` (root only). `ENOENT` if the directory is
     /// removed (or its mount unmounted) before the mount is made.
     pub fn mount(&self, path: impl AsRef<Path>, fs: Arc<SuperBlock>) -> Result<()> {
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         if self.creds().uid != 0 {
             return Err(Errno::EPERM);
         }
@@ -68,10 +65,7 @@ impl Process {
     /// working directories, operations or other mounts are inside it, `EINVAL` if `path`
     /// is not a mount.
     pub fn umount(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         if self.creds().uid != 0 {
             return Err(Errno::EPERM);
         }

@@ -48,10 +48,7 @@ impl Process {
         flags: OFlags,
         mode: u32,
     ) -> Result<OpenFile> {
-        let path = cpath(path)?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path)?;
         let mut flags = flags;
         if flags.contains(OFlags::CREAT) && flags.contains(OFlags::DIRECTORY) {
             // Linux `build_open_flags`: O_CREAT with O_DIRECTORY or O_TMPFILE is EINVAL.

@@ -27,10 +27,7 @@ impl Process {
 
     /// `chdir(2)`.
     pub fn chdir(&self, path: impl AsRef<Path>) -> Result<()> {
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         let loc = self.at(Fd::CWD, path, |cx, start| {
             retry(cx.vfs, |locked| {
                 let w = start.walk(cx, path, Flags::object(true), locked)?;
@@ -124,10 +121,7 @@ impl Process {
 
     /// `realpath(3)`: the absolute path with no symlink, `.` or `..`.
     pub fn realpath(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
-        let path = cpath(path.as_ref())?;
-        if path.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let path = cpath_named(path.as_ref())?;
         self.at(Fd::CWD, path, |cx, start| {
             let p = Self::resolve_unheld(cx, start, path, true)?;
             self.path_of(p.mnt, p.d, cx.guard)

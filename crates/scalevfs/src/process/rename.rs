@@ -23,19 +23,10 @@ impl Process {
         {
             return Err(Errno::EINVAL);
         }
-        let old = cpath(old.as_ref())?;
-        if old.is_empty() {
-            return Err(Errno::ENOENT);
-        }
+        let old = cpath_named(old.as_ref())?;
         // Linux reads both names first, but reports what is wrong with the new one (empty,
         // too long) only after the old one's parent resolved (`do_renameat2`).
-        let new = cpath(new.as_ref()).and_then(|n| {
-            if n.is_empty() {
-                Err(Errno::ENOENT)
-            } else {
-                Ok(n)
-            }
-        });
+        let new = cpath_named(new.as_ref());
         self.at(olddirfd, old, |cx, old_start| {
             let mut links = 0;
             let par1 = Self::parent_of(cx, old_start, old, &mut links)?;
