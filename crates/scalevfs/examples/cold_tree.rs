@@ -1,5 +1,5 @@
 //! W5's loop, for instruction counts under callgrind and for profiles at two threads:
-//! `cold_tree N [CAP] [THREADS] [split]` has each of THREADS threads (default 1) stat N
+//! `cold_tree N [CAP] [THREADS] [split|deep]` has each of THREADS threads (default 1) stat N
 //! files over hostfs, cycling over a host tree of its own of 16 directories of 1,000 files
 //! (made in a fresh directory on `/dev/shm`, removed at the end), with the inode cache
 //! capped at CAP objects (default 8,000, W5's cap: half of one tree). Every directory the
@@ -11,7 +11,14 @@
 //! With `split`, each thread has a namespace of its own instead (a hostfs over its own
 //! tree, capped at CAP / THREADS), so that the threads share no cache at all: what is left
 //! between them is the process (the allocator, the epoch collector, the host's descriptor
-//! table). Comparing the two tells what the shared caches cost a second thread.
+//! table). Comparing the two tells what the shared caches cost a second thread. But a
+//! shared namespace serves the trees' parent, so its paths have one component more than
+//! `split`'s; `deep` gives each thread a namespace of its own over that parent (capped at
+//! CAP / THREADS), with the shared run's paths, so that only the sharing differs.
+//!
+//! Each run prints the wall-clock rate and the CPU time per stat (the threads' own, in
+//! their loops): on a busy host the first moves with the time a thread did not get, the
+//! second with the work and the cache misses of each stat.
 
 mod common;
 
@@ -33,7 +40,8 @@ fn main() {
     let n = common::count();
     let cap: u64 = common::arg(2).and_then(|a| a.parse().ok()).unwrap_or(8000);
     let threads: usize = common::arg(3).and_then(|a| a.parse().ok()).unwrap_or(1);
-    let split = common::arg(4).is_some_and(|a| a == "split");
+    let split = common::arg(4).is_some_and(|a| a == "split" || a == "deep");
+    let deep = common::arg(4).is_some_and(|a| a == "deep");
     let base = if std::path::Path::new("/dev/shm").is_dir() {
         "/dev/shm"
     } else {
@@ -41,10 +49,10 @@ fn main() {
     };
     let root =
         std::path::PathBuf::from(format!("{base}/scalevfs-cold-tree-{}", std::process::id()));
-    // Each thread's tree is `t<i>` below the root; a namespace serves the root, or (one
-    // thread, or `split`) a namespace per tree serves that tree, so the paths have one
-    // component fewer.
-    let per_tree = split || threads == 1;
+    // Each thread's tree is `t<i>` below the root; a namespace serves the root (shared, or
+    // one per thread with `deep`), or (one thread, or `split`) a namespace per tree serves
+    // that tree, so the paths have one component fewer.
+    let per_tree = (split && !deep) || threads == 1;
     let paths: Vec<Vec<String>> = (0..threads)
         .map(|t| {
             let top = if per_tree {
@@ -64,7 +72,10 @@ fn main() {
             paths
         })
         .collect();
-    let vfss: Vec<Arc<Vfs>> = if per_tree {
+    let vfss: Vec<Arc<Vfs>> = if deep {
+        let share = (cap / threads as u64).max(1);
+        (0..threads).map(|_| hostfs(&root, share)).collect()
+    } else if per_tree {
         let share = (cap / threads as u64).max(1);
         (0..threads)
             .map(|t| hostfs(&root.join(format!("t{t}")), share))
@@ -78,14 +89,18 @@ fn main() {
     };
     if threads == 1 {
         // On this thread, as the instruction counts recorded in perf/ were taken.
-        let t = std::time::Instant::now();
+        let (t, cpu) = (std::time::Instant::now(), common::thread_cpu_ns());
         let mut sum = 0u64;
         for k in 0..n {
             sum = sum.wrapping_add(stat(&p, &paths[0], k));
         }
         if n > 0 {
             let ns = t.elapsed().as_nanos() as f64 / n as f64;
-            println!("1 thread x {n} stats: {ns:.1} ns per stat (checksum {sum})");
+            let cpu = (common::thread_cpu_ns() - cpu) as f64 / n as f64;
+            println!(
+                "1 thread x {n} stats: {ns:.1} ns per stat, {cpu:.1} ns of CPU per op \
+                 (checksum {sum})"
+            );
         }
     } else {
         // Each thread's own process: a fork of `p`, or one of its own namespace's.
@@ -122,7 +137,11 @@ fn main() {
             "{} host files, cache capped at {cap}{}: {:.3} objects loaded per stat; \
              {:.3} host listings per directory visit",
             threads * DIRS * FILES,
-            if split { " (split per thread)" } else { "" },
+            match (deep, split) {
+                (true, _) => " (a namespace per thread)",
+                (_, true) => " (split per thread)",
+                _ => "",
+            },
             loads as f64 / stats as f64,
             listings as f64 / stats.div_ceil(FILES as u64) as f64,
         );

@@ -37,16 +37,20 @@ pub fn run_threads<S>(
 ) {
     let barrier = std::sync::Barrier::new(threads + 1);
     let mut start = std::time::Instant::now();
+    // The threads' own CPU time in their loops, summed (nanoseconds).
+    let cpu = std::sync::atomic::AtomicU64::new(0);
     std::thread::scope(|s| {
         for i in 0..threads {
             let p = p.fork();
-            let (barrier, setup, op) = (&barrier, &setup, &op);
+            let (barrier, setup, op, cpu) = (&barrier, &setup, &op, &cpu);
             s.spawn(move || {
                 let state = setup(&p, i);
                 barrier.wait();
+                let t = thread_cpu_ns();
                 for k in 0..n {
                     op(&p, &state, k);
                 }
+                cpu.fetch_add(thread_cpu_ns() - t, std::sync::atomic::Ordering::Relaxed);
             });
         }
         barrier.wait();
@@ -54,12 +58,32 @@ pub fn run_threads<S>(
     });
     if n > 0 {
         let el = start.elapsed().as_secs_f64();
+        let ops = n * threads as u64;
         println!(
-            "{threads} threads x {n} {what}: {:.2}M/s total, {:.1} ns per thread",
-            (n * threads as u64) as f64 / el / 1e6,
-            el * 1e9 / n as f64
+            "{threads} threads x {n} {what}: {:.2}M/s total, {:.1} ns per thread, \
+             {:.1} ns of CPU per op",
+            ops as f64 / el / 1e6,
+            el * 1e9 / n as f64,
+            cpu.into_inner() as f64 / ops as f64
         );
     }
+}
+
+/// The calling thread's CPU time, in nanoseconds: with the wall clock, it tells a loop
+/// that got slower per operation (CPU per op rises) from one whose thread did not run
+/// (a busy host's steal: the wall clock rises alone).
+/// Read through the C library, as `scripts/icount.sh` runs these programs under valgrind
+/// (rustix's own vDSO reader fails there).
+pub fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) } != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// W7's files: `/w7/f000` .. `/w7/f253`, each holding 64 bytes; returns their paths.
