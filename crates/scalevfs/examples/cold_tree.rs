@@ -14,7 +14,8 @@
 //! table). Comparing the two tells what the shared caches cost a second thread. But a
 //! shared namespace serves the trees' parent, so its paths have one component more than
 //! `split`'s; `deep` gives each thread a namespace of its own over that parent (capped at
-//! CAP / THREADS), with the shared run's paths, so that only the sharing differs.
+//! CAP / THREADS), with the shared run's paths, so that only the sharing differs; at one
+//! thread, `deep` has the shared run's paths too (W5's own layout at every thread count).
 //!
 //! Each run prints the wall-clock rate and the CPU time per stat (the threads' own, in
 //! their loops): on a busy host the first moves with the time a thread did not get, the
@@ -52,7 +53,7 @@ fn main() {
     // Each thread's tree is `t<i>` below the root; a namespace serves the root (shared, or
     // one per thread with `deep`), or (one thread, or `split`) a namespace per tree serves
     // that tree, so the paths have one component fewer.
-    let per_tree = (split && !deep) || threads == 1;
+    let per_tree = (split && !deep) || (threads == 1 && !deep);
     let paths: Vec<Vec<String>> = (0..threads)
         .map(|t| {
             let top = if per_tree {
