@@ -661,8 +661,11 @@ impl FdTable {
             return false;
         };
         self.slots(&g).0.get(i).is_some_and(|s| {
-            let p = f as *const OpenFile as *mut OpenFile;
-            s.compare_exchange(p, p, AcqRel, Acquire).is_ok()
+            // The swap writes back the slot's own pointer, never one made from `f`: a close
+            // frees the description through whatever pointer the slot holds, which must
+            // keep the allocation's provenance (see `slot_ptr`).
+            let cur = s.load(Acquire);
+            std::ptr::eq(cur, f) && s.compare_exchange(cur, cur, AcqRel, Acquire).is_ok()
         })
     }
 
@@ -925,6 +928,22 @@ mod tests {
         p.close(dup).unwrap();
         drop(p);
         // The deferred frees of the namespace just dropped run at the next one's drop.
+        drop(crate::Vfs::new_memfs().process(crate::Creds::root()));
+    }
+
+    /// A record lock checks its descriptor still maps its description by swapping the slot
+    /// with itself (`still_maps`); the close that follows frees the description through
+    /// the slot's pointer, which must still be the allocation's own, not one made from a
+    /// `&OpenFile` (Miri, Tree Borrows).
+    #[test]
+    fn a_close_after_a_record_lock_frees_through_the_slots_pointer() {
+        use crate::{Flock, LockCmd, LockType};
+        let p = crate::Vfs::new_memfs().process(crate::Creds::root());
+        let fd = p.open("/f", OFlags::CREAT | OFlags::RDWR, 0o644).unwrap();
+        p.fcntl_lock(fd, LockCmd::SetLk, &mut Flock::new(LockType::Write, 0, 1))
+            .unwrap();
+        p.close(fd).unwrap();
+        drop(p);
         drop(crate::Vfs::new_memfs().process(crate::Creds::root()));
     }
 
