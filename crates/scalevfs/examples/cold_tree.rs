@@ -53,7 +53,7 @@ fn main() {
     // Each thread's tree is `t<i>` below the root; a namespace serves the root (shared, or
     // one per thread with `deep`), or (one thread, or `split`) a namespace per tree serves
     // that tree, so the paths have one component fewer.
-    let per_tree = (split && !deep) || (threads == 1 && !deep);
+    let per_tree = !deep && (split || threads == 1);
     let paths: Vec<Vec<String>> = (0..threads)
         .map(|t| {
             let top = if per_tree {
