@@ -37,6 +37,16 @@ fn hostfs(root: &std::path::Path, cap: u64) -> Arc<Vfs> {
     Vfs::new(HostFs::new(root, opts).expect("hostfs over the tree"))
 }
 
+/// The host tree, removed when dropped: at the end, or as a panic unwinds (a closed pipe
+/// on standard output, as `| head -1` gives, left 32,000 files in `/dev/shm`).
+struct Tree(std::path::PathBuf);
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn main() {
     let n = common::count();
     let cap: u64 = common::arg(2).and_then(|a| a.parse().ok()).unwrap_or(8000);
@@ -48,8 +58,11 @@ fn main() {
     } else {
         "/tmp"
     };
-    let root =
-        std::path::PathBuf::from(format!("{base}/scalevfs-cold-tree-{}", std::process::id()));
+    let tree = Tree(std::path::PathBuf::from(format!(
+        "{base}/scalevfs-cold-tree-{}",
+        std::process::id()
+    )));
+    let root = &tree.0;
     // Each thread's tree is `t<i>` below the root; a namespace serves the root (shared, or
     // one per thread with `deep`), or (one thread, or `split`) a namespace per tree serves
     // that tree, so the paths have one component fewer.
@@ -75,14 +88,14 @@ fn main() {
         .collect();
     let vfss: Vec<Arc<Vfs>> = if deep {
         let share = (cap / threads as u64).max(1);
-        (0..threads).map(|_| hostfs(&root, share)).collect()
+        (0..threads).map(|_| hostfs(root, share)).collect()
     } else if per_tree {
         let share = (cap / threads as u64).max(1);
         (0..threads)
             .map(|t| hostfs(&root.join(format!("t{t}")), share))
             .collect()
     } else {
-        vec![hostfs(&root, cap)]
+        vec![hostfs(root, cap)]
     };
     let p = vfss[0].process(Creds::root());
     let stat = |p: &Process, paths: &[String], k: u64| {
@@ -131,7 +144,7 @@ fn main() {
     }
     drop(p);
     drop(vfss);
-    std::fs::remove_dir_all(&root).expect("remove the host tree");
+    drop(tree);
     if n > 0 {
         let stats = threads as u64 * n;
         println!(
