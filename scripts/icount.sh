@@ -34,6 +34,7 @@ per_op() { # name, n, example, args after the count
 }
 
 per_op stat_cached 200000 stat_loop
+per_op fstatat_dirfd 200000 stat_loop /wis/a/b/c/file at
 per_op create_close_unlink 100000 create_unlink_loop
 per_op rename 100000 rename_loop
 # W3's longest path: 16 components of 40 bytes (656 bytes), answered by the path cache.

@@ -456,6 +456,74 @@ mod tests {
         }
     }
 
+    /// `fstatat` under a directory descriptor answers from the cache after its first walk
+    /// (with no reference on the description), and never for a path a change altered: a
+    /// rename of a directory on the way, a descriptor number reused for another directory,
+    /// a directory on the way that the caller may no longer search.
+    #[test]
+    fn fstatat_under_a_descriptor_is_cached_and_follows_changes() {
+        for check in [false, true] {
+            fstatat_under_a_descriptor(check);
+        }
+    }
+
+    /// One run of the test above; with `check`, each cached answer is also compared with
+    /// the locked walk (check mode).
+    fn fstatat_under_a_descriptor(check: bool) {
+        use crate::{AtFlags, OFlags};
+        let vfs = Vfs::new_memfs();
+        vfs.set_check_mode(check);
+        let root = vfs.process(Creds::root());
+        root.mkdir("/d", 0o755).unwrap();
+        root.mkdir("/d/a", 0o755).unwrap();
+        root.write_file("/d/a/f", b"x").unwrap();
+        root.mkdir("/e", 0o755).unwrap();
+        root.write_file("/e/f", b"y").unwrap();
+        let (df, ef) = (
+            root.stat("/d/a/f").unwrap().ino,
+            root.stat("/e/f").unwrap().ino,
+        );
+        on_fresh_thread(|| {
+            let p = vfs.process(Creds::user(1000, 1000, vec![]));
+            let at = |fd, path: &str| p.fstatat(fd, path, AtFlags::empty()).map(|s| s.ino);
+            let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+            assert_eq!(
+                counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
+                stats(0, 1, 1)
+            );
+            assert_eq!(
+                counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
+                stats(1, 0, 0)
+            );
+            root.rename("/d/a", "/d/b").unwrap();
+            assert_eq!(at(fd, "a/f"), Err(Errno::ENOENT));
+            assert_eq!(at(fd, "b/f"), Ok(df));
+            assert_eq!(at(fd, "b/f"), Ok(df));
+            // The number, closed and given to another directory, starts from that one.
+            assert_eq!(at(fd, "f"), Err(Errno::ENOENT));
+            p.close(fd).unwrap();
+            let fd2 = p.open("/e", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+            assert_eq!(fd2, fd);
+            assert_eq!(at(fd2, "f"), Ok(ef));
+            assert_eq!(at(fd2, "f"), Ok(ef));
+            // A directory on the way closed to the caller: no cached answer.
+            root.chmod("/d/b", 0o700).unwrap();
+            let fd3 = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+            assert_eq!(at(fd3, "b/f"), Err(Errno::EACCES));
+            root.chmod("/d/b", 0o755).unwrap();
+            assert_eq!(at(fd3, "b/f"), Ok(df));
+            assert_eq!(
+                counted(|| assert_eq!(at(fd3, "b/f"), Ok(df))),
+                stats(1, 0, 0)
+            );
+            root.chmod("/d/b", 0o700).unwrap();
+            assert_eq!(at(fd3, "b/f"), Err(Errno::EACCES));
+            // Not a directory.
+            let file = p.open("/e/f", OFlags::RDONLY, 0).unwrap();
+            assert_eq!(at(file, "x"), Err(Errno::ENOTDIR));
+        });
+    }
+
     /// Each probe counts one hit or one miss, and each walk recorded one insert; a path
     /// cached once answers from then on; `clear_thread_cache` empties the table.
     #[test]

@@ -41,14 +41,16 @@ impl Process {
             });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
-        if dirfd.is_cwd() || path[0] == b'/' {
-            if !self.vfs.check_mode() {
-                if let Some(st) = self.stat_cached(path, hash, wf.follow) {
-                    return Ok(st);
-                }
-            } else if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
+        if self.vfs.check_mode() {
+            if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
                 return Ok(st);
             }
+        } else if dirfd.is_cwd() || path[0] == b'/' {
+            if let Some(st) = self.stat_cached(path, hash, wf.follow) {
+                return Ok(st);
+            }
+        } else if let Some(st) = self.stat_cached_at(dirfd, path, hash, wf.follow) {
+            return Ok(st);
         }
         self.at(dirfd, path, |cx, start| {
             Self::with_final(cx, start, path, hash, wf.follow, |i, fs| {
@@ -67,15 +69,51 @@ impl Process {
     /// In check mode see [`Process::stat_cached_checked`].
     #[inline(always)]
     fn stat_cached(&self, path: &[u8], hash: u64, follow: bool) -> Option<Stat> {
-        let vfs = &*self.vfs;
         let ids = self.ids.get()?;
-        let gen = ns_changes().snapshot()?;
-        let ms = vfs.mount_seq().read_begin()?;
         let (start, start_mnt) = if path[0] == b'/' {
             (ids.root, ids.root_mnt)
         } else {
             (ids.cwd, ids.cwd_mnt)
         };
+        self.stat_cached_from(&ids, start, start_mnt, path, hash, follow)
+    }
+
+    /// [`Process::stat_cached`] for a relative `path` under the directory descriptor
+    /// `dirfd` (W3's `fstatat`), under an epoch guard only while the descriptor's slot is
+    /// read and the key made: no reference is taken on the description. The key is the one
+    /// the guarded walk files its entry under (`WholePath::new`: the descriptor's dentry and
+    /// mount as the start), and addresses in it are only compared, while the guard keeps
+    /// the dentry from being freed and its address reused.
+    #[inline(always)]
+    fn stat_cached_at(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+    ) -> Option<Stat> {
+        let guard = crossbeam_epoch::pin();
+        let held = dirfd.lookup(&self.files, &guard).ok()?;
+        let d = held.dir.as_ref()?;
+        let ids = self.ids.get()?;
+        self.stat_cached_from(&ids, d.ptr().as_ptr(), held.mnt.id, path, hash, follow)
+    }
+
+    /// The path cache's answer for `path` from the start `start` in mount `start_mnt`
+    /// (see [`Process::stat_cached`]).
+    #[inline(always)]
+    fn stat_cached_from(
+        &self,
+        ids: &Ids,
+        start: *const Dentry,
+        start_mnt: u64,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+    ) -> Option<Stat> {
+        let vfs = &*self.vfs;
+        let gen = ns_changes().snapshot()?;
+        let ms = vfs.mount_seq().read_begin()?;
         let key = pathcache::Key {
             vfs: vfs.id,
             creds: ids.creds,
@@ -94,9 +132,10 @@ impl Process {
         })
     }
 
-    /// Check mode: [`Process::stat_cached`]'s answer, if it has one, compared with what the
-    /// locked walk finds after it (the same object), unless the namespace changed
-    /// meanwhile (`walk::compare`).
+    /// Check mode: [`Process::stat_cached`]'s (or, under a descriptor,
+    /// [`Process::stat_cached_at`]'s) answer, if it has one, compared with what the locked
+    /// walk finds after it (the same object), unless the namespace changed meanwhile
+    /// (`walk::compare`).
     #[cold]
     fn stat_cached_checked(
         &self,
@@ -106,7 +145,11 @@ impl Process {
         follow: bool,
     ) -> Option<Stat> {
         let before = effects::reading();
-        let st = self.stat_cached(path, hash, follow)?;
+        let st = if dirfd.is_cwd() || path[0] == b'/' {
+            self.stat_cached(path, hash, follow)?
+        } else {
+            self.stat_cached_at(dirfd, path, hash, follow)?
+        };
         let locked = self
             .at(dirfd, path, |cx, start| {
                 Ok((|| {
