@@ -339,8 +339,8 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     /// half picks the shard, the high half the chain (see [`Table::chain`]).
     ///
     /// Both come from the number's group of [`GROUP`], and the chain from its place in the
-    /// group too (turned by the group's hash): the eight numbers of a group are in one shard, in eight adjacent chains,
-    /// whose heads share a cache line. A backend numbers the objects of a directory (made
+    /// group too (turned by the group's hash): the eight numbers of a group are in one
+    /// shard, in eight adjacent chains, whose heads share a cache line. A backend numbers the objects of a directory (made
     /// together) close together, and a listing loads them together; so a thread loading
     /// one directory writes few lines of chain heads, and another thread, loading another
     /// directory, other lines. With the number hashed whole, each insert wrote a random

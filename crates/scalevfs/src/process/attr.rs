@@ -41,15 +41,11 @@ impl Process {
             });
         }
         let wf = Flags::object(!flags.contains(AtFlags::SYMLINK_NOFOLLOW));
-        if self.vfs.check_mode() {
-            if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
+        if !self.vfs.check_mode() {
+            if let Some(st) = self.stat_cached_by(dirfd, path, hash, wf.follow) {
                 return Ok(st);
             }
-        } else if dirfd.is_cwd() || path[0] == b'/' {
-            if let Some(st) = self.stat_cached(path, hash, wf.follow) {
-                return Ok(st);
-            }
-        } else if let Some(st) = self.stat_cached_at(dirfd, path, hash, wf.follow) {
+        } else if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
             return Ok(st);
         }
         self.at(dirfd, path, |cx, start| {
@@ -76,6 +72,24 @@ impl Process {
             (ids.cwd, ids.cwd_mnt)
         };
         self.stat_cached_from(&ids, start, start_mnt, path, hash, follow)
+    }
+
+    /// The path cache's answer for `fstatat(dirfd, path)`, if it has one: by
+    /// [`Process::stat_cached`] for an absolute or cwd-relative path, by
+    /// [`Process::stat_cached_at`] under a descriptor.
+    #[inline(always)]
+    fn stat_cached_by(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+    ) -> Option<Stat> {
+        if dirfd.is_cwd() || path[0] == b'/' {
+            self.stat_cached(path, hash, follow)
+        } else {
+            self.stat_cached_at(dirfd, path, hash, follow)
+        }
     }
 
     /// [`Process::stat_cached`] for a relative `path` under the directory descriptor
@@ -132,10 +146,9 @@ impl Process {
         })
     }
 
-    /// Check mode: [`Process::stat_cached`]'s (or, under a descriptor,
-    /// [`Process::stat_cached_at`]'s) answer, if it has one, compared with what the locked
-    /// walk finds after it (the same object), unless the namespace changed meanwhile
-    /// (`walk::compare`).
+    /// Check mode: [`Process::stat_cached_by`]'s answer, if it has one, compared with what
+    /// the locked walk finds after it (the same object), unless the namespace changed
+    /// meanwhile (`walk::compare`).
     #[cold]
     fn stat_cached_checked(
         &self,
@@ -145,11 +158,7 @@ impl Process {
         follow: bool,
     ) -> Option<Stat> {
         let before = effects::reading();
-        let st = if dirfd.is_cwd() || path[0] == b'/' {
-            self.stat_cached(path, hash, follow)?
-        } else {
-            self.stat_cached_at(dirfd, path, hash, follow)?
-        };
+        let st = self.stat_cached_by(dirfd, path, hash, follow)?;
         let locked = self
             .at(dirfd, path, |cx, start| {
                 Ok((|| {
