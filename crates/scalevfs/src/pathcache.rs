@@ -28,6 +28,15 @@
 //! Only successful, validated fast walks are inserted; errors and negative results never
 //! are.
 //!
+//! # Directories as prefixes
+//! A walk to a directory is also the first part of every walk through it: a miss on
+//! `dir/name` probes for `dir` (with `follow`, as an intermediate component is followed)
+//! and, on a hit, walks `name` alone from the entry's dentry (`process`, `walk_object` and
+//! `parent_of`); on a miss it walks to the parent and caches that under `dir`. An entry
+//! records how many symlinks its walk followed, and the step starts its count there, so
+//! `MAXSYMLINKS` bounds the whole resolution as the walk from the start would. The step's
+//! answer stands only if the entry is still valid after it.
+//!
 //! # Admission
 //! An insertion that would evict an entry (its set is full) is admitted only for a path
 //! that missed once before, recently: a first miss only records the path's hash tag in a small per-thread
@@ -103,6 +112,10 @@ struct Entry {
     /// it through this strong count, with no epoch guard ([`read_hit`]).
     inode: Arc<Inode>,
     dev: u64,
+    /// The symlinks the walk followed: a walk that continues from this one (the rest of a
+    /// longer path, see `process::Process::walk_object`) starts its count here, so that
+    /// `MAXSYMLINKS` bounds the whole resolution as it would the walk from the start.
+    links: u32,
     /// A relative path's start directory (see "What protects each field").
     _start: Option<DRef>,
 }
@@ -208,6 +221,8 @@ pub(crate) struct Hit {
     /// The final dentry (a pointer from the entry's reference).
     pub d: *mut Dentry,
     pub seq: u64,
+    /// The symlinks the cached walk followed.
+    pub links: u32,
 }
 
 impl Hit {
@@ -237,6 +252,7 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
                 mnt_idx: e.mnt_idx,
                 d: e.d.ptr().as_ptr(),
                 seq: e.seq,
+                links: e.links,
             };
             if i != 0 {
                 set.promote(i);
@@ -305,6 +321,7 @@ pub(crate) fn insert(
     seq: u64,
     inode: IPtr<'_>,
     dev: u64,
+    links: u32,
 ) {
     debug_assert_eq!(hash, path_hash(path));
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
@@ -356,6 +373,7 @@ pub(crate) fn insert(
         seq,
         inode: inode.arc(),
         dev,
+        links,
         _start: start,
     });
     let old = TABLE
@@ -487,9 +505,10 @@ mod tests {
             let p = vfs.process(Creds::user(1000, 1000, vec![]));
             let at = |fd, path: &str| p.fstatat(fd, path, AtFlags::empty()).map(|s| s.ino);
             let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+            // Two entries: the walk, and its directory `a` (a prefix for other names in it).
             assert_eq!(
                 counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
-                stats(0, 1, 1)
+                stats(0, 1, 2)
             );
             assert_eq!(
                 counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
@@ -516,8 +535,17 @@ mod tests {
                 counted(|| assert_eq!(at(fd3, "b/f"), Ok(df))),
                 stats(1, 0, 0)
             );
+            // Another name in `b` is walked from `b`'s entry: one step, one insert.
+            root.write_file("/d/b/g", b"z").unwrap();
+            let dg = root.stat("/d/b/g").unwrap().ino;
+            assert_eq!(
+                counted(|| assert_eq!(at(fd3, "b/g"), Ok(dg))),
+                stats(0, 1, 1)
+            );
+            assert_eq!(at(fd3, "b/missing"), Err(Errno::ENOENT));
             root.chmod("/d/b", 0o700).unwrap();
             assert_eq!(at(fd3, "b/f"), Err(Errno::EACCES));
+            assert_eq!(at(fd3, "b/h"), Err(Errno::EACCES));
             // Not a directory.
             let file = p.open("/e/f", OFlags::RDONLY, 0).unwrap();
             assert_eq!(at(file, "x"), Err(Errno::ENOTDIR));
@@ -669,7 +697,8 @@ mod tests {
             let rel = || assert!(p.fstatat(dfd, "f", crate::AtFlags::empty()).is_ok());
             assert_eq!(counted(rel).inserts, 1);
             assert_eq!(d.cold.refs.count(), d0 + 1, "the entry holds its start");
-            assert_eq!(counted(|| assert!(p.stat("/d/f").is_ok())).inserts, 1);
+            // The walk and its directory `/d` (under the root, as a prefix).
+            assert_eq!(counted(|| assert!(p.stat("/d/f").is_ok())).inserts, 2);
             assert_eq!(
                 root.cold.refs.count(),
                 r0,

@@ -176,6 +176,14 @@ impl Flags {
             parent: false,
         }
     }
+
+    /// A walk to the parent of the last component.
+    pub fn parent() -> Flags {
+        Flags {
+            follow: false,
+            parent: true,
+        }
+    }
 }
 
 /// What a walk found.

@@ -267,6 +267,41 @@ case!(symlink_target_length, |r| {
 // ---------------------------------------------------------------------------------------------
 // Symlinks: loops, the 40 limit, following rules
 
+// The 40-link limit bounds the whole resolution, the links followed to reach a directory
+// included: the engine may reach `/l39` from its path cache (a stat of `/l39/x` caches it)
+// and walk only the last name, and must still count the 39 links behind it.
+case!(
+    symlink_limit_counts_the_links_behind_a_cached_directory,
+    |r| {
+        ok!(r.mkdir("/d0", 0o755));
+        ok!(r.symlink("d0", "/l1"));
+        for i in 2..=39 {
+            ok!(r.symlink(&format!("l{}", i - 1), &format!("/l{i}")));
+        }
+        ok!(r.mkfile("/d0/y", b"y"));
+        ok!(r.symlink("y", "/d0/x"));
+        ok!(r.symlink("x", "/d0/x2"));
+        ok!(r.symlink("/d0/y", "/d0/abs"));
+        // 39 links to the directory, one more to the file: 40, the limit.
+        for _ in 0..3 {
+            ok!(r.stat("/l39/x"));
+            ok!(r.stat("/l39/y"));
+            ok!(r.lstat("/l39/x2"));
+            err!(ELOOP, r.stat("/l39/x2"));
+            ok!(r.stat("/l39/abs"));
+            err!(ELOOP, r.access("/l39/x2", acc::F_OK));
+            ok!(r.access("/l39/x", acc::F_OK));
+            err!(ELOOP, r.open("/l39/x2", o::RDONLY, 0));
+            ok!(r.open("/l39/x", o::RDONLY, 0));
+            err!(ELOOP, r.open("/l39/x2", o::CREAT | o::WRONLY, 0o644));
+            ok!(r.open("/l39/x", o::CREAT | o::WRONLY, 0o644));
+        }
+        // Through 38 links, two more are allowed.
+        ok!(r.stat("/l38/x2"));
+        ok!(r.open("/l38/x2", o::RDONLY, 0));
+    }
+);
+
 case!(symlink_loops, |r| {
     ok!(r.symlink("loop", "/loop"));
     ok!(r.symlink("b", "/a"));

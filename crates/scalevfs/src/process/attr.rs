@@ -48,8 +48,9 @@ impl Process {
         } else if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
             return Ok(st);
         }
+        // The path cache was probed above (outside check mode), and missed.
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, hash, wf.follow, |i, fs| {
+            Self::with_final(cx, start, path, hash, wf.follow, true, |i, fs| {
                 Ok(StatOf(i.stat(fs.dev)))
             })
         })
@@ -175,13 +176,15 @@ impl Process {
     /// Resolves `path` to the object it names and runs `f` on its inode and file system inside
     /// the epoch, taking no reference: from the path cache when it holds a still-valid
     /// walk, else by the lockless walk (whose validated result is cached), else by the
-    /// locked walk.
+    /// locked walk. `probed`: the caller's own probe of the path cache for this walk just
+    /// missed (`stat`'s, with no guard), so it is not probed again but in check mode.
     pub(super) fn with_final<T: PartialEq + std::fmt::Debug>(
         cx: &Ctx<'_>,
         start: Start<'_>,
         path: &[u8],
         hash: u64,
         follow: bool,
+        probed: bool,
         f: impl Fn(&Inode, &SuperBlock) -> std::result::Result<T, Fail>,
     ) -> Result<T> {
         let vfs = cx.vfs;
@@ -197,7 +200,9 @@ impl Process {
             answer
         };
         let check = vfs.check_mode();
-        if whole.cacheable && !check {
+        if whole.cacheable && !check && probed {
+            pathcache::count(false);
+        } else if whole.cacheable && !check {
             match probe() {
                 Some(Ok(v)) => return Ok(v),
                 Some(Err(Fail::Err(e))) => return Err(e),
@@ -211,12 +216,12 @@ impl Process {
                     return r;
                 }
             }
-            let w = start.walk(cx, path, Flags::object(follow), locked)?;
+            let w = Self::walk_object(cx, start, path, follow, locked)?;
             let p = w.pos();
             let r = f(p.inode()?, &p.mnt.fs)?;
             w.validate(cx)?;
-            if !locked && w.cacheable {
-                whole.record(cx, path, p);
+            if !locked && w.cacheable() {
+                whole.record(cx, path, p, w.links);
             }
             Ok(r)
         })
@@ -308,7 +313,7 @@ impl Process {
                 creds_id,
                 ..*cx
             };
-            Self::with_final(&cx, start, path, hash, wf.follow, |i, fs| {
+            Self::with_final(&cx, start, path, hash, wf.follow, false, |i, fs| {
                 Ok(Self::may_access(i, fs, creds, mode))
             })?
         })
@@ -331,7 +336,7 @@ impl Process {
             });
         }
         self.at(dirfd, path, |cx, start| {
-            Self::with_final(cx, start, path, hash, false, |i, _| {
+            Self::with_final(cx, start, path, hash, false, false, |i, _| {
                 let body = i.symlink_target().ok_or(Fail::Err(Errno::EINVAL))?;
                 // Reading a link accesses it (relatime: at most once after each change).
                 i.read_accessed(now());

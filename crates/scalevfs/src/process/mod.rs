@@ -265,15 +265,22 @@ impl<'g> Start<'g> {
     where
         'g: 'a,
     {
-        let mut links = 0;
-        walk::walk(
-            cx,
-            self.pos(locked, cx.guard)?,
-            path,
-            flags,
-            locked,
-            &mut links,
-        )
+        self.walk_counting(cx, path, flags, locked, &mut 0)
+    }
+
+    /// A walk of `path` from here that counts the symlinks it follows in `links`.
+    fn walk_counting<'a>(
+        &self,
+        cx: &Ctx<'g>,
+        path: &'a [u8],
+        flags: Flags,
+        locked: bool,
+        links: &mut u32,
+    ) -> std::result::Result<Walked<'a, 'g>, Fail>
+    where
+        'g: 'a,
+    {
+        walk::walk(cx, self.pos(locked, cx.guard)?, path, flags, locked, links)
     }
 }
 
@@ -469,6 +476,8 @@ struct Cached<'g> {
     pos: Pos<'g>,
     gen: u64,
     ms: u64,
+    /// The symlinks the cached walk followed (where a walk continuing from it counts on).
+    links: u32,
 }
 
 impl Cached<'_> {
@@ -479,6 +488,84 @@ impl Cached<'_> {
         !self.pos.d.seq.read_retry(self.pos.seq)
             && ns_changes().snapshot() == Some(self.gen)
             && !cx.vfs.mount_seq().read_retry(self.ms)
+    }
+}
+
+/// `path` as a directory and a last name, for a walk that reaches the directory from the
+/// path cache (or caches it): `None` for credentials that are not cached, one component,
+/// a trailing slash, or a last `.` or `..`. The directory of `/name` is `/`.
+#[inline(always)]
+fn split_last<'a>(cx: &Ctx<'_>, path: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let i = path.iter().rposition(|&b| b == b'/')?;
+    if cx.creds_id == 0 || i + 1 == path.len() {
+        return None;
+    }
+    let name = &path[i + 1..];
+    let dir = if i == 0 { &path[..1] } else { &path[..i] };
+    (name != b"." && name != b"..").then_some((dir, name))
+}
+
+/// How the directory a [`Process::walk_object`] stepped from was reached, to be checked
+/// again after the step's result is used.
+enum ParentCheck<'a, 'g> {
+    /// From the path cache.
+    Cached(Cached<'g>),
+    /// By a fast walk to the parent.
+    Walked(Walked<'a, 'g>),
+}
+
+impl ParentCheck<'_, '_> {
+    /// Whether the walk to the directory still holds (see [`Cached::still_valid`] and
+    /// `Walked::validate`).
+    fn still_valid(&self, cx: &Ctx<'_>) -> bool {
+        match self {
+            ParentCheck::Cached(h) => h.still_valid(cx),
+            ParentCheck::Walked(w) => w.validate(cx).is_ok(),
+        }
+    }
+}
+
+/// A walk to an object ([`Process::walk_object`]): the walk (or its last step), the
+/// symlinks the whole resolution followed, and how the step's directory was reached.
+struct ObjectWalk<'a, 'g> {
+    w: Walked<'a, 'g>,
+    links: u32,
+    parent: Option<ParentCheck<'a, 'g>>,
+}
+
+impl<'g> ObjectWalk<'_, 'g> {
+    /// Where the walk ended.
+    fn pos(&self) -> Pos<'g> {
+        self.w.pos()
+    }
+
+    /// Whether the path cache may keep the whole walk (see `Walked::cacheable`): a
+    /// directory reached from the cache was cacheable when it was cached.
+    fn cacheable(&self) -> bool {
+        self.w.cacheable
+            && match &self.parent {
+                Some(ParentCheck::Walked(w)) => w.cacheable,
+                _ => true,
+            }
+    }
+
+    /// `Walked::validate` for the whole walk: the step's and the directory's.
+    fn validate(&self, cx: &Ctx<'g>) -> std::result::Result<(), Fail> {
+        self.w.validate(cx)?;
+        self.parent_valid(cx)
+    }
+
+    /// `Walked::confirm` for the whole walk.
+    fn confirm(&self, cx: &Ctx<'g>) -> std::result::Result<(), Fail> {
+        self.w.confirm(cx)?;
+        self.parent_valid(cx)
+    }
+
+    fn parent_valid(&self, cx: &Ctx<'g>) -> std::result::Result<(), Fail> {
+        match &self.parent {
+            Some(p) if !p.still_valid(cx) => Err(Fail::Retry),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -533,9 +620,9 @@ impl<'g> WholePath<'g> {
         cached(cx, &self.key, path, self.hash, self.gen?, self.ms?)
     }
 
-    /// Records a validated fast walk of `path` that ended at `p`, if nothing it depends on
-    /// moved since the counters were read.
-    fn record(&self, cx: &Ctx<'g>, path: &[u8], p: Pos<'g>) {
+    /// Records a validated fast walk of `path` that ended at `p` after following `links`
+    /// symlinks, if nothing it depends on moved since the counters were read.
+    fn record(&self, cx: &Ctx<'g>, path: &[u8], p: Pos<'g>, links: u32) {
         let (true, Some(gen), Some(ms)) = (self.cacheable, self.gen, self.ms) else {
             return;
         };
@@ -554,6 +641,7 @@ impl<'g> WholePath<'g> {
                     p.seq,
                     inode,
                     p.mnt.dev(),
+                    links,
                 );
             }
         }
@@ -585,6 +673,7 @@ fn cached<'g>(
         },
         gen,
         ms,
+        links: h.links,
     })
 }
 
@@ -781,23 +870,12 @@ impl Process {
         let mut l2 = base;
         // Unarmed: a load this walk needs is made in place (see `unpin`).
         let locked = crate::unpin::aside(|| {
-            start.pos(true, cx.guard).and_then(|sp| {
-                walk::walk(
-                    cx,
-                    sp,
-                    path,
-                    Flags {
-                        follow: false,
-                        parent: true,
-                    },
-                    true,
-                    &mut l2,
-                )
+            start
+                .walk_counting(cx, path, Flags::parent(), true, &mut l2)
                 .map(|w| match w.found {
                     Found::Parent(p, l, t) => summary(&p, &l, t),
                     Found::Final(_) => unreachable!("a parent walk stops at the parent"),
                 })
-            })
         });
         walk::compare(cx.vfs, before, &fast, locked);
         r
@@ -811,44 +889,19 @@ impl Process {
     ) -> Result<Parent<'a, 'g>> {
         // The parent of "dir/name" is what a full walk of "dir" reaches: try the path cache
         // under that key (not for restarts through symlink bodies, which count links).
-        let split = match path.iter().rposition(|&b| b == b'/') {
-            Some(i) if *links == 0 && cx.creds_id != 0 && i + 1 < path.len() => {
-                let name = &path[i + 1..];
-                let dir = if i == 0 { &path[..1] } else { &path[..i] };
-                (name != b"." && name != b"..").then_some((dir, name))
-            }
-            _ => None,
-        };
-        let vfs = cx.vfs;
-        let ns = ns_changes();
-        let gen = ns.snapshot();
-        let ms = vfs.mount_seq().read_begin();
-        let key_start = |dir: &[u8]| {
-            if dir[0] == b'/' {
-                (cx.root, cx.root_mnt)
-            } else {
-                (start.d, start.mnt)
-            }
-        };
-        let key = split.map(|(dir, _)| pathcache::Key {
-            vfs: vfs.id,
-            creds: cx.creds_id,
-            root: cx.root.as_ptr(),
-            root_mnt: cx.root_mnt.id,
-            start: key_start(dir).0.as_ptr(),
-            start_mnt: key_start(dir).1.id,
-            follow: true,
-        });
-        let dir_hash = split.map_or(0, |(dir, _)| crate::name::path_hash(dir));
-        if let (Some((dir, name)), Some(key), Some(gen), Some(ms)) = (split, &key, gen, ms) {
-            if let Some(h) = cached(cx, key, dir, dir_hash, gen, ms) {
+        let split = (*links == 0).then(|| split_last(cx, path)).flatten();
+        let prefix =
+            split.map(|(dir, _)| WholePath::new(cx, start, dir, crate::name::path_hash(dir), true));
+        if let (Some((dir, name)), Some(prefix)) = (split, &prefix) {
+            if let Some(h) = prefix.probe(cx, dir) {
                 let searchable = h
                     .pos
                     .inode
                     .is_some_and(|i| i.is_dir() && i.may_search(cx.creds).is_ok());
                 if searchable {
-                    if let Some(hold) = h.pos.mnt.hold(&vfs.mount_sync, ms, false) {
+                    if let Some(hold) = h.pos.mnt.hold(&cx.vfs.mount_sync, h.ms, false) {
                         if h.still_valid(cx) {
+                            *links = h.links;
                             return Ok(Parent {
                                 pos: h.pos,
                                 last: Last::Normal(crate::name::scan(name)),
@@ -863,41 +916,12 @@ impl Process {
         let base = *links;
         let (w, hold): (Walked<'a, 'g>, MountHold<'g>) = retry(cx.vfs, |locked| {
             *links = base;
-            let w = walk::walk(
-                cx,
-                start.pos(locked, cx.guard)?,
-                path,
-                Flags {
-                    follow: false,
-                    parent: true,
-                },
-                locked,
-                links,
-            )?;
+            let w = start.walk_counting(cx, path, Flags::parent(), locked, links)?;
             let hold = w.hold(cx)?;
-            if let (false, true, Some((dir, _)), Some(key), Some(gen), Some(ms)) =
-                (locked, w.cacheable, split, key, gen, ms)
+            if let (false, true, Some((dir, _)), Some(prefix)) =
+                (locked, w.cacheable, split, &prefix)
             {
-                let p = w.pos();
-                if let (Some(idx), Some(inode)) = (walk::mount_index(vfs, p.mnt, cx.guard), p.inode)
-                {
-                    if ns.snapshot() == Some(gen) {
-                        pathcache::insert(
-                            key,
-                            cx.root,
-                            key_start(dir).0,
-                            dir,
-                            dir_hash,
-                            gen,
-                            ms,
-                            idx,
-                            p.d,
-                            p.seq,
-                            inode,
-                            p.mnt.dev(),
-                        );
-                    }
-                }
+                prefix.record(cx, dir, w.pos(), *links);
             }
             Ok((w, hold))
         })?;
@@ -909,6 +933,70 @@ impl Process {
                 _hold: hold,
             }),
             Found::Final(_) => unreachable!("a parent walk stops at the parent"),
+        }
+    }
+
+    /// A walk of `path` to the object it names, for a caller that uses what it finds and
+    /// then validates ([`ObjectWalk::validate`]). In fast mode, a path of a directory and a
+    /// name is walked as the directory (from the path cache, or by a fast walk to the
+    /// parent that is then cached under the directory's path) and one step more: a cold
+    /// path in a warm directory (a tree walk, `ls -l`) costs one component, not one per
+    /// component. Otherwise, and in locked mode, the whole path is walked.
+    fn walk_object<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        follow: bool,
+        locked: bool,
+    ) -> std::result::Result<ObjectWalk<'a, 'g>, Fail> {
+        // (A name in `/` is one step from the root already.)
+        if let (false, Some((dir, name))) = (locked, split_last(cx, path)) {
+            if dir != b"/" {
+                return Self::walk_by_parent(cx, start, path, dir, name, follow);
+            }
+        }
+        let mut links = 0;
+        let w = start.walk_counting(cx, path, Flags::object(follow), locked, &mut links)?;
+        Ok(ObjectWalk {
+            w,
+            links,
+            parent: None,
+        })
+    }
+
+    /// [`Process::walk_object`]'s fast walk of `path` = `dir` + `/` + `name`.
+    fn walk_by_parent<'a, 'g: 'a>(
+        cx: &Ctx<'g>,
+        start: Start<'g>,
+        path: &'a [u8],
+        dir: &'a [u8],
+        name: &'a [u8],
+        follow: bool,
+    ) -> std::result::Result<ObjectWalk<'a, 'g>, Fail> {
+        let prefix = WholePath::new(cx, start, dir, crate::name::path_hash(dir), true);
+        let (pos, mut links, check) = match prefix.probe(cx, dir) {
+            Some(h) => (h.pos, h.links, ParentCheck::Cached(h)),
+            None => {
+                let mut links = 0;
+                let w = start.walk_counting(cx, path, Flags::parent(), false, &mut links)?;
+                w.validate(cx)?;
+                let pos = w.pos();
+                if w.cacheable {
+                    prefix.record(cx, dir, pos, links);
+                }
+                (pos, links, ParentCheck::Walked(w))
+            }
+        };
+        // The step's answer, an error included, stands only if the parent's walk still
+        // does: it is the locked walk's only while both hold.
+        match walk::walk(cx, pos, name, Flags::object(follow), false, &mut links) {
+            Ok(w) => Ok(ObjectWalk {
+                w,
+                links,
+                parent: Some(check),
+            }),
+            Err(Fail::Err(e)) if check.still_valid(cx) => Err(Fail::Err(e)),
+            Err(_) => Err(Fail::Retry),
         }
     }
 

@@ -112,15 +112,15 @@ impl Process {
             }
         }
         let of = retry(cx.vfs, |locked| {
-            let w = start.walk(cx, path, wf, locked)?;
+            let w = Self::walk_object(cx, start, path, wf.follow, locked)?;
             let p = w.pos();
             let inode = p.inode()?;
             Self::may_open(inode, &p.mnt.fs, flags, cx.creds)?;
             let of = Self::open_pos(p, flags)?;
             // The open file counts as a user of its mount: confirm against umount.
             w.confirm(cx)?;
-            if !locked && w.cacheable {
-                whole.record(cx, path, p);
+            if !locked && w.cacheable() {
+                whole.record(cx, path, p, w.links);
             }
             Ok(of)
         })?;
