@@ -38,15 +38,23 @@ const K2: u64 = 0xD6E8_FEB8_6659_FD93;
 #[inline(always)]
 fn load_word(b: &[u8], i: usize) -> u64 {
     let rest = &b[i..];
-    if rest.len() >= 8 {
+    let n = rest.len();
+    if n >= 8 {
         u64::from_le_bytes(rest[..8].try_into().expect("eight bytes"))
+    } else if n >= 4 {
+        // Two loads that overlap, the second moved up to its place: no loop, and no copy
+        // into a buffer (which would call memcpy for a few bytes).
+        let lo = u32::from_le_bytes(rest[..4].try_into().expect("four bytes")) as u64;
+        let hi = u32::from_le_bytes(rest[n - 4..].try_into().expect("four bytes")) as u64;
+        lo | (hi << (8 * (n - 4)))
+    } else if n >= 2 {
+        let lo = u16::from_le_bytes(rest[..2].try_into().expect("two bytes")) as u64;
+        let hi = u16::from_le_bytes(rest[n - 2..].try_into().expect("two bytes")) as u64;
+        lo | (hi << (8 * (n - 2)))
+    } else if n == 1 {
+        rest[0] as u64
     } else {
-        // Byte by byte: a copy into a buffer would call memcpy for a few bytes.
-        let mut w = 0u64;
-        for (k, &b) in rest.iter().enumerate() {
-            w |= (b as u64) << (8 * k);
-        }
-        w
+        0
     }
 }
 
@@ -431,6 +439,24 @@ impl Drop for DName {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// `load_word` is the bytes at `i`, little-endian and zero padded, for every length
+    /// left: its overlapping loads put each byte where a byte-by-byte load would.
+    #[test]
+    fn load_word_pads_every_tail_with_zeros() {
+        let bytes: Vec<u8> = (0..24u8).map(|b| b.wrapping_mul(37) | 1).collect();
+        for len in 0..bytes.len() {
+            for i in 0..=len {
+                let rest = &bytes[i..len];
+                let want = rest
+                    .iter()
+                    .take(8)
+                    .enumerate()
+                    .fold(0u64, |w, (k, &b)| w | (b as u64) << (8 * k));
+                assert_eq!(load_word(&bytes[..len], i), want, "len {len}, at {i}");
+            }
+        }
+    }
 
     /// Paths that differ in a byte or two (a tree's files) spread over the low bits of the
     /// hash as random values would: the path cache picks its set by them. 1,024 such paths
