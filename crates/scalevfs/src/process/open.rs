@@ -94,7 +94,7 @@ impl Process {
         if cx.vfs.check_mode() {
             // Check mode covers open's walk: `with_walk` compares fast and locked.
             let _ = with_walk(cx.vfs, |locked| {
-                let w = start.walk(cx, path, wf, locked)?;
+                let w = Self::walk_object(cx, start, path, wf.follow, locked)?;
                 let p = w.pos();
                 w.validate(cx)?;
                 Ok((Arc::as_ptr(p.mnt) as usize, p.d.as_ptr() as usize))
