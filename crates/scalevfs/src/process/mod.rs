@@ -949,9 +949,16 @@ impl Process {
         follow: bool,
         locked: bool,
     ) -> std::result::Result<ObjectWalk<'a, 'g>, Fail> {
-        // (A name in `/` is one step from the root already.)
+        // A name in `/` is one step from the root already; and a walk that starts on a
+        // file system that revalidates is never cached (`Walked::cacheable`), so its
+        // directory would never be found in the cache.
         if let (false, Some((dir, name))) = (locked, split_last(cx, path)) {
-            if dir != b"/" {
+            let first = if path[0] == b'/' {
+                cx.root_mnt
+            } else {
+                start.mnt
+            };
+            if dir != b"/" && !first.fs.revalidates() {
                 return Self::walk_by_parent(cx, start, path, dir, name, follow);
             }
         }
