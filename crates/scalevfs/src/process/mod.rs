@@ -952,7 +952,7 @@ impl Process {
         // A name in `/` is one step from the root already; and a walk that starts on a
         // file system that revalidates is never cached (`Walked::cacheable`), so its
         // directory would never be found in the cache.
-        if let (false, Some((dir, name))) = (locked, split_last(cx, path)) {
+        if let Some((dir, name)) = (!locked).then(|| split_last(cx, path)).flatten() {
             let first = if path[0] == b'/' {
                 cx.root_mnt
             } else {
