@@ -7,7 +7,7 @@
 //! and uncharged) on the last close (tmpfs semantics for unlinked-but-open files).
 //! A removed directory can be reached after its eviction through what still refers to
 //! its dentry (a working directory, a child's `..`): a description of it holds nothing,
-//! as nothing is left to hold (see `OpenFile::new`).
+//! as nothing is left to hold (see `NewFile::new`).
 //!
 //! The descriptor table ([`FdTable`]) is read without locks under an epoch guard; writers
 //! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
@@ -25,7 +25,7 @@ use crate::types::{Fd, OFlags};
 use crate::SendPtr;
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::ptr;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 
 /// A mount and a dentry in it, held with references: a process's root or working
@@ -86,7 +86,7 @@ pub struct OpenFile {
     /// Whether it was ever in a descriptor table.
     installed: AtomicBool,
     /// Whether it holds its inode's contents: always, except for a description of a removed
-    /// directory that was evicted before the open (see [`OpenFile::new`]). Set at creation.
+    /// directory that was evicted before the open (see [`NewFile::new`]). Set at creation.
     pub(crate) held: bool,
     /// The storage's descriptor of a stored file's data (`Contents::Stored`), or -1: opened
     /// when the description is (`FileSystem::open_data`; never for `O_PATH`), installed by
@@ -95,7 +95,7 @@ pub struct OpenFile {
     data: std::sync::atomic::AtomicI32,
 }
 
-impl OpenFile {
+impl NewFile {
     /// A description of `inode`, holding its contents (see `Inode::hold`); `None` if the
     /// inode was evicted since the caller found it (the caller walks again).
     ///
@@ -112,14 +112,14 @@ impl OpenFile {
         dir: Option<DRef>,
         inode: Arc<Inode>,
         flags: OFlags,
-    ) -> Option<OpenFile> {
+    ) -> Option<NewFile> {
         if inode.hold() {
             return Some(Self::with_hold(mnt, dir, inode, flags));
         }
         Self::of_removed_dir(mnt, dir, inode, flags)
     }
 
-    /// [`OpenFile::new`]'s exception: a description that holds nothing, of a removed
+    /// [`NewFile::new`]'s exception: a description that holds nothing, of a removed
     /// directory (`dir`: the caller holds its dentry). Removal is final: `dead` stays true.
     #[cold]
     fn of_removed_dir(
@@ -127,7 +127,7 @@ impl OpenFile {
         dir: Option<DRef>,
         inode: Arc<Inode>,
         flags: OFlags,
-    ) -> Option<OpenFile> {
+    ) -> Option<NewFile> {
         let removed = dir.is_some() && inode.dir_is_dead();
         removed.then(|| Self::build(mnt, dir, inode, flags, false))
     }
@@ -139,7 +139,7 @@ impl OpenFile {
         dir: Option<DRef>,
         inode: Arc<Inode>,
         flags: OFlags,
-    ) -> OpenFile {
+    ) -> NewFile {
         Self::build(mnt, dir, inode, flags, true)
     }
 
@@ -150,9 +150,9 @@ impl OpenFile {
         inode: Arc<Inode>,
         flags: OFlags,
         held: bool,
-    ) -> OpenFile {
+    ) -> NewFile {
         mnt.users.add(1);
-        OpenFile {
+        NewFile(Arc::new(OpenFile {
             mnt: MountRef::new(mnt),
             dir,
             inode,
@@ -162,9 +162,11 @@ impl OpenFile {
             installed: AtomicBool::new(false),
             held,
             data: std::sync::atomic::AtomicI32::new(-1),
-        }
+        }))
     }
+}
 
+impl OpenFile {
     /// The owner of this description's `flock` and OFD locks.
     pub(crate) fn lock_owner(&self) -> crate::filelock::Owner {
         crate::filelock::Owner::Desc(self as *const OpenFile as usize)
@@ -214,7 +216,7 @@ impl OpenFile {
 
     /// Takes another hold on the inode's contents for this description (for a call, or a
     /// re-install); `false` if the inode was evicted. A description that holds none (see
-    /// [`OpenFile::new`]) needs none.
+    /// [`NewFile::new`]) needs none.
     #[inline]
     fn hold_inode(&self) -> bool {
         !self.held || self.inode.hold()
@@ -268,6 +270,35 @@ impl OpenFile {
         let fd = self.data.load(Acquire);
         // SAFETY: as in `data_fd`: installed once, closed only in `drop`.
         (fd >= 0).then(|| unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) })
+    }
+}
+
+/// A description just made, which nothing else refers to yet: its `Arc` has no other
+/// count, and only [`OpenFile`]'s constructors make one. An open builds the description
+/// in its allocation once and passes this pointer on (not the description by value
+/// through every layer), and its first referrer, a slot ([`FdTable::insert_new`]) or a
+/// [`Handle`] ([`Handle::new_open`]), is recorded with plain stores: what
+/// [`OpenFile::slot_added`] does at a first install (creation already counted the mount's
+/// user and took the inode's hold), without its read-modify-writes, since no other thread
+/// can see the description until the caller publishes it (a slot's release store).
+/// Dropped without an install, the description gives back what its creation took.
+pub(crate) struct NewFile(Arc<OpenFile>);
+
+impl NewFile {
+    /// The description, with its first referrer recorded (see above).
+    fn into_installed(self) -> Arc<OpenFile> {
+        let f = self.0;
+        debug_assert!(f.fd_refs.load(Relaxed) == 0 && !f.installed.load(Relaxed));
+        f.fd_refs.store(1, Relaxed);
+        f.installed.store(true, Relaxed);
+        f
+    }
+}
+
+impl std::ops::Deref for NewFile {
+    type Target = OpenFile;
+    fn deref(&self) -> &OpenFile {
+        &self.0
     }
 }
 
@@ -328,6 +359,12 @@ impl Handle {
     pub(crate) fn new(f: Arc<OpenFile>) -> Handle {
         f.slot_added();
         Handle(f)
+    }
+
+    /// A handle on a new description (a new open's), which nothing else refers to yet:
+    /// its first referrer is recorded with plain stores ([`OpenFile::first_slot`]).
+    pub(crate) fn new_open(f: NewFile) -> Handle {
+        Handle(f.into_installed())
     }
 
     /// Whether both handles refer to one object (one inode). Unlike comparing `st_dev`
@@ -703,6 +740,39 @@ impl FdTable {
     /// caller holds `alloc` (`a`); a pin is taken only to retire the old array when it
     /// grows, so an open that fits pays none.
     fn put_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize, f: Arc<OpenFile>) -> *mut OpenFile {
+        self.fit_locked(a, i);
+        #[cfg(loom)]
+        if self.broken.count_first_install_only {
+            f.fd_refs.fetch_add(1, AcqRel);
+            f.installed
+                .store(true, std::sync::atomic::Ordering::Release);
+            return self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel);
+        }
+        f.slot_added();
+        self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+    }
+
+    /// Installs a new description (a new open's) at the lowest free descriptor. As
+    /// [`FdTable::insert`], but its first slot is recorded with plain stores (see
+    /// [`NewFile`]), and the slot is stored, not swapped: it is empty (its bit is clear,
+    /// and only a holder of `alloc` fills a slot).
+    pub(crate) fn insert_new(&self, f: NewFile) -> Result<Fd> {
+        let mut a = self.alloc.lock();
+        let i = a.bits.lowest_free();
+        if i >= MAX_FDS {
+            // Never installed: its drop gives back what its creation took.
+            return Err(Errno::EMFILE);
+        }
+        self.fit_locked(&a, i);
+        let slot = &self.slots_locked(&a).0[i];
+        debug_assert!(slot.load(Relaxed).is_null());
+        slot.store(Arc::into_raw(f.into_installed()) as *mut OpenFile, Release);
+        a.bits.set(i);
+        Ok(Fd(i as i32))
+    }
+
+    /// Makes the array long enough for slot `i` (see [`FdTable::put_locked`]).
+    fn fit_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize) {
         let cur = self.slots_locked(a);
         if i >= cur.0.len() {
             let n = (i + 1).next_power_of_two().max(cur.0.len() * 2);
@@ -716,15 +786,6 @@ impl FdTable {
             // array only; its pointers moved to the new one.
             unsafe { g.defer_destroy(old) };
         }
-        #[cfg(loom)]
-        if self.broken.count_first_install_only {
-            f.fd_refs.fetch_add(1, AcqRel);
-            f.installed
-                .store(true, std::sync::atomic::Ordering::Release);
-            return self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel);
-        }
-        f.slot_added();
-        self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
     }
 
     /// Takes the description `p` out of service after its slot was cleared, with
@@ -1050,8 +1111,8 @@ mod loom_models {
             let w = {
                 let (t, m, inode) = (t.clone(), m.clone(), inode.clone());
                 thread::spawn(move || {
-                    let of = OpenFile::new(&m, None, inode, OFlags::RDONLY).unwrap();
-                    let fd = t.insert(Arc::new(of)).unwrap();
+                    let of = NewFile::new(&m, None, inode, OFlags::RDONLY).unwrap();
+                    let fd = t.insert_new(of).unwrap();
                     assert_eq!(fd, Fd(0));
                     t.remove(fd).unwrap();
                 })

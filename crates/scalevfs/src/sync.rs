@@ -333,17 +333,34 @@ impl SeqCount32 {
     /// Starts a write; the caller holds the lock that serializes writers.
     #[inline]
     pub fn write_begin(&self) {
-        let prev = self.0.fetch_add(1, SeqCst);
-        debug_assert!(prev & 1 == 0, "nested seqcount writer");
+        // The lock makes this thread the only writer, so a load and a store do what an
+        // RMW would (Linux's `s->sequence++; smp_wmb()`): the release fence orders the
+        // odd count before every field store of the section, so a reader whose acquire
+        // fence (`read_retry`) follows a load of any of them sees the count moved. Unlike
+        // `SeqCount`'s, nothing orders against this count but its own readers.
+        let s = self.0.load(Relaxed);
+        debug_assert!(s & 1 == 0, "nested seqcount writer");
+        self.0.store(s.wrapping_add(1), Relaxed);
+        #[cfg(loom)]
+        if BREAK_SEQ32_FENCE.with(|b| b.get()) {
+            return;
+        }
         fence(Release);
     }
 
-    /// Ends a write.
+    /// Ends a write (the caller still holds the writers' lock).
     #[inline]
     pub fn write_end(&self) {
-        let prev = self.0.fetch_add(1, Release);
-        debug_assert!(prev & 1 == 1, "seqcount write_end without write_begin");
+        let s = self.0.load(Relaxed);
+        debug_assert!(s & 1 == 1, "seqcount write_end without write_begin");
+        self.0.store(s.wrapping_add(1), Release);
     }
+}
+
+#[cfg(loom)]
+std::thread_local! {
+    /// The loom model's broken twin of [`SeqCount32::write_begin`]: no release fence.
+    static BREAK_SEQ32_FENCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 #[inline]
@@ -1131,6 +1148,20 @@ mod loom_models {
         assert!(
             !reader_saw_torn_pair::<SeqCount>(SeqCount::read_begin),
             "validated read saw a torn pair"
+        );
+    }
+
+    /// `SeqCount32`'s writer stores its count (its writers hold a lock) where `SeqCount`'s
+    /// adds to it: the release fence after the odd store is what keeps a reader from
+    /// validating a torn pair. Without it, the model finds one.
+    #[test]
+    fn seqcount32_without_its_release_fence_fails() {
+        BREAK_SEQ32_FENCE.with(|b| b.set(true));
+        let torn = reader_saw_torn_pair::<SeqCount32>(|c| Some(c.read_begin_spin() as u64));
+        BREAK_SEQ32_FENCE.with(|b| b.set(false));
+        assert!(
+            torn,
+            "the model missed the torn pair of a writer with no fence"
         );
     }
 

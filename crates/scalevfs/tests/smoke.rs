@@ -604,6 +604,42 @@ fn descriptor_table_limit_and_lowest_free() {
     }
 }
 
+/// An open refused because the table is full gives back what the new description took:
+/// the mount it was on is not left in use (so `umount` works), and an unlinked file's
+/// space comes back at its last close as usual, whether the refused open was an `O_CREAT`
+/// or of an existing name.
+#[test]
+fn an_open_refused_for_a_full_table_takes_nothing() {
+    let vfs = Vfs::new(MemFs::new(MemFsOptions::default()));
+    let p = vfs.process(Creds::root());
+    p.mkdir("/m", 0o755).unwrap();
+    let m = MemFs::new(MemFsOptions {
+        max_bytes: Some(1 << 20),
+        ..Default::default()
+    });
+    p.mount("/m", m).unwrap();
+    p.write_file("/m/f", &[7u8; 8192]).unwrap();
+    let base = p.open("/", OFlags::PATH, 0).unwrap();
+    while p.dup(base).is_ok() {}
+    assert_eq!(p.open("/m/f", OFlags::RDONLY, 0), Err(Errno::EMFILE));
+    assert_eq!(
+        p.open("/m/g", OFlags::RDWR | OFlags::CREAT, 0o644),
+        Err(Errno::EMFILE)
+    );
+    assert!(
+        p.stat("/m/g").is_ok(),
+        "the create happened before the table was full"
+    );
+    p.unlink("/m/f").unwrap();
+    p.unlink("/m/g").unwrap();
+    assert_eq!(
+        p.statfs("/m").unwrap().blocks,
+        p.statfs("/m").unwrap().bfree
+    );
+    p.close(Fd(1)).unwrap();
+    p.umount("/m").unwrap();
+}
+
 /// A process that goes away closes its descriptors: an unlinked file it held open is
 /// freed (its space and its inode come back).
 #[test]

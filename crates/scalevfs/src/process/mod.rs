@@ -43,7 +43,7 @@
 use crate::backend::{StoreAttr, SuperBlock};
 use crate::dentry::{DPtr, DRef, Dentry, IPtr, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{host, Errno, Result};
-use crate::file::{Desc, FdTable, FileRef, Handle, Loc, OpenFile};
+use crate::file::{Desc, FdTable, FileRef, Handle, Loc, NewFile, OpenFile};
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};

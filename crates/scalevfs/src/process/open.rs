@@ -22,7 +22,7 @@ impl Process {
         mode: u32,
     ) -> Result<Fd> {
         let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
-        self.files.insert(Arc::new(of))
+        self.files.insert_new(of)
     }
 
     /// `openat(2)`, returning the description as a [`Handle`] instead of installing it
@@ -37,7 +37,7 @@ impl Process {
         mode: u32,
     ) -> Result<Handle> {
         let of = self.open_description(dirfd, path.as_ref(), flags, mode)?;
-        Ok(Handle::new(Arc::new(of)))
+        Ok(Handle::new_open(of))
     }
 
     /// The open description `openat` installs.
@@ -47,7 +47,7 @@ impl Process {
         path: &Path,
         flags: OFlags,
         mode: u32,
-    ) -> Result<OpenFile> {
+    ) -> Result<NewFile> {
         let path = cpath_named(path)?;
         let mut flags = flags;
         if flags.contains(OFlags::CREAT) && flags.contains(OFlags::DIRECTORY) {
@@ -89,7 +89,7 @@ impl Process {
         start: Start<'_>,
         path: &[u8],
         flags: OFlags,
-    ) -> Result<OpenFile> {
+    ) -> Result<NewFile> {
         let wf = Flags::object(!flags.contains(OFlags::NOFOLLOW));
         if cx.vfs.check_mode() {
             // Check mode covers open's walk: `with_walk` compares fast and locked.
@@ -136,7 +136,7 @@ impl Process {
         whole: &WholePath<'_>,
         path: &[u8],
         flags: OFlags,
-    ) -> Option<Result<OpenFile>> {
+    ) -> Option<Result<NewFile>> {
         let h = whole.probe(cx, path)?;
         let inode = h.pos.inode?;
         if let Err(e) = Self::may_open(&inode, &h.pos.mnt.fs, flags, cx.creds) {
@@ -152,7 +152,7 @@ impl Process {
     /// Takes the references an open file holds on what a walk found: the inode the walk
     /// saw (which a dentry cannot have released while the guard is held), and, for a
     /// directory, its dentry, unless it died meanwhile (`Retry`: walk again).
-    pub(super) fn open_pos(p: Pos<'_>, flags: OFlags) -> std::result::Result<OpenFile, Fail> {
+    pub(super) fn open_pos(p: Pos<'_>, flags: OFlags) -> std::result::Result<NewFile, Fail> {
         let inode = p.inode_arc()?;
         let dir = if inode.is_dir() {
             Some(DRef::try_get(p.d).ok_or(Fail::Retry)?)
@@ -161,9 +161,11 @@ impl Process {
         };
         // Evicted since the walk found it (unlinked and closed): walk again. Under a TTL the
         // name may still be cached (see `SuperBlock::release`): the next walk asks storage.
-        OpenFile::new(p.mnt, dir, inode.clone(), flags).ok_or_else(|| {
-            if p.mnt.fs.revalidates() {
-                inode.set_valid_until(0);
+        // (The inode is read through the walk's pointer, which the guard keeps valid, so
+        // the description takes the only new count.)
+        NewFile::new(p.mnt, dir, inode, flags).ok_or_else(|| {
+            if let Some(i) = p.inode.filter(|_| p.mnt.fs.revalidates()) {
+                i.get().set_valid_until(0);
             }
             Fail::Retry
         })
@@ -269,7 +271,7 @@ impl Process {
         path: &[u8],
         flags: OFlags,
         mode: u32,
-    ) -> Result<OpenFile> {
+    ) -> Result<NewFile> {
         let mut links = 0;
         let mut stale = 0;
         let mut start = start;
@@ -303,7 +305,7 @@ impl Process {
                     // Held under the directory lock, where the name still links it: a racing
                     // unlink cannot evict it any more. (With O_CREAT a directory is EISDIR
                     // below, so no dentry is needed.)
-                    let Some(held) = OpenFile::new(parent.mnt, None, ip.arc(), flags) else {
+                    let Some(held) = NewFile::new(parent.mnt, None, ip.arc(), flags) else {
                         // Unless the link count was storage's and a writer behind the engine
                         // removed names it still caches (see `Inode::drop_link`): the name
                         // links an object the engine let go. Only a file system that
@@ -369,7 +371,7 @@ impl Process {
             let inode = fs.create(dir_inode, c.bytes, m, uid, gid, 0, None, t)?;
             Self::instantiate(fs, parent.d, &c, existing, inode.clone(), &mut st, cx.guard);
             // Held before the lock goes: the file is ours even if it is unlinked at once.
-            let of = OpenFile::new(parent.mnt, None, inode, flags).expect("a linked inode");
+            let of = NewFile::new(parent.mnt, None, inode, flags).expect("a linked inode");
             drop(st);
             dir_inode.dir_changed(1, t);
             if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
@@ -386,7 +388,7 @@ impl Process {
         path: &[u8],
         flags: OFlags,
         mode: u32,
-    ) -> Result<OpenFile> {
+    ) -> Result<NewFile> {
         if !acc_mode(flags).1 {
             return Err(Errno::EINVAL);
         }
@@ -402,7 +404,7 @@ impl Process {
         let inode = p.mnt.fs.tmpfile(dir, m, uid, gid, now())?;
         // No link: the creator's hold is the description's.
         inode.add_links(-1, None);
-        let of = OpenFile::with_hold(p.mnt, None, inode, flags);
+        let of = NewFile::with_hold(p.mnt, None, inode, flags);
         if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
             if let Err(e) = of.stored_fd() {
                 if e == Errno::ESTALE && of.mnt.fs.revalidates() {
@@ -420,17 +422,17 @@ impl Process {
     /// ignored; `O_TRUNC` truncates. For frontends (FUSE) that name files by handle.
     pub fn reopen(&self, fd: impl Desc, flags: OFlags) -> Result<Fd> {
         let of = self.reopen_description(fd, flags)?;
-        self.files.insert(Arc::new(of))
+        self.files.insert_new(of)
     }
 
     /// [`reopen`](Self::reopen), returning the new description as a [`Handle`] (see
     /// [`openat_handle`](Self::openat_handle)).
     pub fn reopen_handle(&self, fd: impl Desc, flags: OFlags) -> Result<Handle> {
         let of = self.reopen_description(fd, flags)?;
-        Ok(Handle::new(Arc::new(of)))
+        Ok(Handle::new_open(of))
     }
 
-    pub(super) fn reopen_description(&self, fd: impl Desc, flags: OFlags) -> Result<OpenFile> {
+    pub(super) fn reopen_description(&self, fd: impl Desc, flags: OFlags) -> Result<NewFile> {
         let old = self.file(fd)?;
         // Drop the creation bits (O_TMPFILE without its O_DIRECTORY part).
         let mut flags = OFlags(flags.0 & !(OFlags::CREAT.0 | OFlags::EXCL.0 | 0o20000000));
@@ -444,7 +446,7 @@ impl Process {
             return Err(Errno::ELOOP);
         }
         Self::may_open(&old.inode, &old.mnt.fs, flags | OFlags::NOFOLLOW, creds)?;
-        let of = OpenFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
+        let of = NewFile::new(&old.mnt, old.dir.clone(), old.inode.clone(), flags)
             .expect("held by the old description");
         self.finish_open(&of, creds)?;
         Ok(of)
