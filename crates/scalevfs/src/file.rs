@@ -274,10 +274,11 @@ impl OpenFile {
 }
 
 /// A description just made, which nothing else refers to yet: its `Arc` has no other
-/// count, and only [`OpenFile`]'s constructors make one. An open builds the description
-/// in its allocation once and passes this pointer on (not the description by value
-/// through every layer), and its first referrer, a slot ([`FdTable::insert_new`]) or a
-/// [`Handle`] ([`Handle::new_open`]), is recorded with plain stores: what
+/// count, and only its constructors ([`NewFile::new`], [`NewFile::with_hold`]) make one. An
+/// open builds the description in its allocation once and passes this pointer on (not the
+/// description by value through every layer), and its first referrer, a slot
+/// ([`FdTable::insert_new`]) or a [`Handle`] ([`Handle::new_open`]), is recorded with plain
+/// stores: what
 /// [`OpenFile::slot_added`] does at a first install (creation already counted the mount's
 /// user and took the inode's hold), without its read-modify-writes, since no other thread
 /// can see the description until the caller publishes it (a slot's release store).
@@ -362,7 +363,7 @@ impl Handle {
     }
 
     /// A handle on a new description (a new open's), which nothing else refers to yet:
-    /// its first referrer is recorded with plain stores ([`OpenFile::first_slot`]).
+    /// its first referrer is recorded with plain stores ([`NewFile::into_installed`]).
     pub(crate) fn new_open(f: NewFile) -> Handle {
         Handle(f.into_installed())
     }
