@@ -19,19 +19,22 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-echo "== fmt"
+# Each stage's heading gives the time since the start, so a slow stage shows in CI's log.
+stage() { echo "== [$((SECONDS / 60)) min $((SECONDS % 60)) s] $*"; }
+
+stage "fmt"
 cargo fmt --all -- --check
-echo "== clippy"
+stage "clippy"
 cargo clippy --all-targets -- -D warnings
-echo "== tests (release)"
+stage "tests (release)"
 PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release --workspace
-echo "== tests with overflow checks and debug assertions (profile checked; release wraps silently)"
+stage "tests with overflow checks and debug assertions (profile checked; release wraps silently)"
 PROPTEST_CASES="${PROPTEST_CASES:-256}" cargo test --profile checked --workspace --tests
-echo "== the CLI without its benchmark peers (cargo install --no-default-features)"
+stage "the CLI without its benchmark peers (cargo install --no-default-features)"
 cargo test --release -p scalevfs-cli --no-default-features
-echo "== every rust-version holds for a fresh resolution (what cargo install without --locked builds)"
+stage "every rust-version holds for a fresh resolution (what cargo install without --locked builds)"
 bash scripts/check-msrv.sh
-echo "== every crate packages and builds from its package (cargo package)"
+stage "every crate packages and builds from its package (cargo package)"
 # Cargo verifies each package against the others through a local registry. It takes a
 # registry crate of one version to be the same forever, so a run after a change would build
 # against the previous run's copy: unpacked once under $CARGO_HOME/registry/src/-<hash>/ (a
@@ -39,32 +42,33 @@ echo "== every crate packages and builds from its package (cargo package)"
 rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/scalevfs*-[0-9]*
 rm -rf "$target"/debug/.fingerprint/scalevfs* "$target"/debug/deps/*scalevfs*
 cargo package --workspace --allow-dirty
-echo "== a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
+stage "a program written for std::fs, run on std::fs and on scalevfs::fs (only the import changed)"
 cargo run --release -p scalevfs --example std_habits
-echo "== differential cases and plans on hostfs (writes through to a host tmpfs directory)"
+stage "differential cases and plans on hostfs (writes through to a host tmpfs directory)"
 SCALEVFS_TEST_BACKEND=host PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
     cargo test --release -p scalevfs --test semantics --test plans
-echo "== the same with a cache of three objects (names swept and reloaded all the time)"
+stage "the same with a cache of three objects (names swept and reloaded all the time)"
 SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_CACHE=3 PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
     cargo test --release -p scalevfs --test semantics --test plans
-echo "== the same under the shared policy with a TTL of zero (every use revalidated)"
+stage "the same under the shared policy with a TTL of zero (every use revalidated)"
 SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_TTL_MS=0 PROPTEST_CASES="${PROPTEST_CASES:-2000}" \
     cargo test --release -p scalevfs --test semantics --test plans
-echo "== the same with a cache of three objects too (swept directories reconciled when loaded)"
+stage "the same with a cache of three objects too (swept directories reconciled when loaded)"
 SCALEVFS_TEST_BACKEND=host SCALEVFS_TEST_HOST_TTL_MS=0 SCALEVFS_TEST_HOST_CACHE=3 \
     PROPTEST_CASES="${PROPTEST_CASES:-2000}" cargo test --release -p scalevfs --test semantics --test plans
-echo "== loom models"
+stage "loom models"
 # crossbeam_loom puts crossbeam-epoch on loom too (see crates/scalevfs/Cargo.toml).
 RUSTFLAGS="--cfg loom --cfg crossbeam_loom" CARGO_TARGET_DIR="$target/loom" \
     cargo test --release -p scalevfs --lib loom
-echo "== miri (Tree Borrows) on the engine's unit tests"
+stage "miri (Tree Borrows) on the engine's unit tests"
 bash scripts/miri.sh
-echo "== conformance (pjdfstest, fsx, real programs through FUSE)"
+stage "conformance (pjdfstest, fsx, real programs through FUSE)"
 bash scripts/conformance.sh
-echo "== micro-benchmarks, each run once"
+stage "micro-benchmarks, each run once"
 cargo bench -p scalevfs --bench primitives -- --test
-echo "== perf guard (callgrind instruction counts against perf/icount-baseline.txt)"
+stage "perf guard (callgrind instruction counts against perf/icount-baseline.txt)"
 bash scripts/perf-guard.sh
-echo "== bench --quick"
+stage "bench --quick"
 cargo run --release -p scalevfs-cli -- bench --quick --json "$target/bench-quick.json" \
     --plot "$target/bench-quick.svg"
+stage "done"
