@@ -2,16 +2,20 @@
 //!
 //! # Layout
 //! A [`Dentry`] keeps what the walk reads (sequence counter, flags, key hash, parent,
-//! inode, chain link, name) in its first 96 bytes, and what writers touch on other paths
-//! (the reference count, the readdir cookie) 64 bytes past them, so that taking a reference
-//! never invalidates a line a lookup reads (seed 000, part 2), wherever the allocation
-//! starts. A test checks the offsets.
+//! inode, chain link, name) in its first 96 bytes, then the readdir cookie (written only
+//! when the name is made or moved, under the parent's lock), and the reference count last,
+//! 48 bytes past the lookup fields. Blocks come 16-byte aligned from every allocator we
+//! serve from (mimalloc, glibc), and in a 16-byte-aligned block no 64-byte line holds both
+//! a lookup field and the count: taking a reference never invalidates a line that a lookup
+//! of this name reads (seed 000, part 2). A test checks the offsets at each alignment.
 //!
-//! The dentry is 176 bytes with no alignment of its own: an `align(64)` (as it once had,
+//! The dentry is 152 bytes with no alignment of its own: an `align(64)` (as it once had,
 //! at 192 bytes) sends each one through mimalloc's aligned path into its 256-byte class,
-//! 264 bytes per name in practice; at 176 it comes from the 192-byte class (blocks a
-//! multiple of 64 bytes apart from 64-aligned pages, so the lines fall as above with no
-//! attribute), 199 bytes in practice (`scalevfs bench --only W12`; see BENCHMARKS.md).
+//! 264 bytes per name in practice. At 152 it comes from mimalloc's 160-byte class, which
+//! serves up to 152 (glibc's chunk is 160 too); at 176, with a whole line between the name
+//! and the count, it came from the 192-byte class (`scalevfs bench --only W12`; see
+//! BENCHMARKS.md). The price: a dentry's count may share a line with the lookup fields of
+//! the dentry allocated after it.
 //!
 //! # Lookup
 //! The hash is an array of chains of intrusive, epoch-protected pointers, keyed by
@@ -118,14 +122,12 @@ pub const REFERENCED: u32 = 8;
 /// reads only their dentries' first line, never their inodes.
 pub const DIR: u32 = 16;
 
-/// The fields written on paths other than lookup, on a cache line of their own (see
-/// "Layout").
+/// The field written on paths other than lookup, on a cache line that holds no lookup
+/// field (see "Layout").
 #[repr(C)]
 pub struct Cold {
     /// References; see the module docs.
     pub refs: RefCount,
-    /// The readdir cookie in the parent; written under the parent's lock.
-    pub cookie: AtomicU64,
 }
 
 /// A name in the namespace: a (parent, name) -> inode binding, or a negative entry.
@@ -146,14 +148,19 @@ pub struct Dentry {
     pub next: AtomicPtr<Dentry>,
     /// The name.
     pub name: DName,
+    /// The readdir cookie in the parent: written under the parent's lock, when the name is
+    /// made or moved (a create, a rename), so seldom that it may share a line with the
+    /// lookup fields.
+    pub cookie: AtomicU64,
     /// Keeps `cold` off every line that holds a lookup field (see "Layout").
     _gap: [u64; GAP_WORDS],
-    /// Reference count and cookie.
+    /// The reference count.
     pub cold: Cold,
 }
 
-/// Words between the name and `cold`: a whole line, so that no line holds both.
-const GAP_WORDS: usize = 8;
+/// Words between the cookie and `cold`: with the cookie, enough that no line holds both a
+/// lookup field and the count in a block that starts 16-byte aligned (see "Layout").
+const GAP_WORDS: usize = 5;
 
 // SAFETY: all shared fields are atomics or epoch-managed; see the module docs.
 unsafe impl Send for Dentry {}
@@ -860,10 +867,10 @@ impl DHash {
             inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(name.bytes),
+            cookie: AtomicU64::new(cookie),
             _gap: [0; GAP_WORDS],
             cold: Cold {
                 refs: RefCount::new(1),
-                cookie: AtomicU64::new(cookie),
             },
         });
         let p = NonNull::from(Box::leak(d));
@@ -898,10 +905,10 @@ impl DHash {
             inode: AtomicPtr::new(Arc::into_raw(inode) as *mut _),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(b"/"),
+            cookie: AtomicU64::new(0),
             _gap: [0; GAP_WORDS],
             cold: Cold {
                 refs: RefCount::new(1),
-                cookie: AtomicU64::new(0),
             },
         });
         DRef(NonNull::from(Box::leak(d)))
@@ -929,11 +936,11 @@ impl DHash {
     }
 
     fn recookie(&self, d: &Dentry, dir: &mut crate::inode::DirState) {
-        let old = d.cold.cookie.load(Relaxed);
+        let old = d.cookie.load(Relaxed);
         let c = dir.alloc_cookie();
         let moved = dir.children.rekey_to_end(old, c);
         assert!(moved, "child missing from its directory");
-        d.cold.cookie.store(c, Relaxed);
+        d.cookie.store(c, Relaxed);
     }
 
     /// Unlink of a non-directory: the child turns negative in place. The caller holds the
@@ -966,7 +973,7 @@ impl DHash {
     /// Takes `d` out of its directory's children and counts (`positive`, `subdirs`); the
     /// caller holds the parent's lock and has unhashed `d`.
     fn unchild(d: &Dentry, dir: &mut crate::inode::DirState) {
-        dir.children.remove(&d.cold.cookie.load(Relaxed));
+        dir.children.remove(&d.cookie.load(Relaxed));
         if !d.inode.load(Relaxed).is_null() {
             dir.positive -= 1;
         }
@@ -1045,7 +1052,7 @@ impl DHash {
             self.link(d);
             d.seq.write_end();
         });
-        let cookie = d.cold.cookie.load(Relaxed);
+        let cookie = d.cookie.load(Relaxed);
         let p = from
             .children
             .remove(&cookie)
@@ -1059,7 +1066,7 @@ impl DHash {
             None => from,
         };
         let c = to.alloc_cookie();
-        d.cold.cookie.store(c, Relaxed);
+        d.cookie.store(c, Relaxed);
         to.children.insert(c, p);
         if positive {
             to.positive += 1;
@@ -1101,9 +1108,9 @@ impl DHash {
             self.link(a);
             self.link(b);
             // Each takes the other's place in the readdir order.
-            let (ca, cb) = (a.cold.cookie.load(Relaxed), b.cold.cookie.load(Relaxed));
-            a.cold.cookie.store(cb, Relaxed);
-            b.cold.cookie.store(ca, Relaxed);
+            let (ca, cb) = (a.cookie.load(Relaxed), b.cookie.load(Relaxed));
+            a.cookie.store(cb, Relaxed);
+            b.cookie.store(ca, Relaxed);
             match sb {
                 None => {
                     sa.children.insert(ca, b.p);
@@ -1187,8 +1194,8 @@ mod tests {
 
     #[test]
     fn lookup_fields_apart_from_refcount() {
-        // The walk reads the lookup fields; references are taken on `cold`, at least a
-        // line past the last of them, so no line holds both wherever the dentry starts.
+        // The walk reads the lookup fields; references are taken on `cold`. In a block
+        // that starts at any 16-byte alignment within a line, no line holds both.
         let lookup_end = [
             offset_of!(Dentry, seq) + 8,
             offset_of!(Dentry, flags) + 4,
@@ -1202,15 +1209,31 @@ mod tests {
         .max()
         .unwrap();
         assert_eq!(offset_of!(Dentry, seq), 0);
-        assert!(offset_of!(Dentry, cold) >= lookup_end + 64, "{lookup_end}");
-        assert_eq!(
-            offset_of!(Dentry, cold) + size_of::<Cold>(),
-            size_of::<Dentry>()
-        );
-        // mimalloc's 192-byte class serves up to 184 bytes (see "Layout"), with no
+        assert!(offset_of!(Dentry, cookie) >= lookup_end);
+        let cold = offset_of!(Dentry, cold);
+        for start in (0..64).step_by(16) {
+            let last_lookup_line = (start + lookup_end - 1) / 64;
+            assert!(
+                (start + cold) / 64 > last_lookup_line,
+                "a block at {start} in its line: the count shares line {last_lookup_line}"
+            );
+        }
+        assert_eq!(cold + size_of::<Cold>(), size_of::<Dentry>());
+        // mimalloc's 160-byte class serves up to 152 bytes (see "Layout"), with no
         // alignment beyond a word's.
-        assert!(size_of::<Dentry>() <= 184, "{}", size_of::<Dentry>());
+        assert!(size_of::<Dentry>() <= 152, "{}", size_of::<Dentry>());
         assert_eq!(std::mem::align_of::<Dentry>(), 8);
+    }
+
+    /// The allocator serves dentries 16-byte aligned, which "Layout" counts on to keep
+    /// the count off the lookup fields' lines.
+    #[test]
+    fn dentries_come_16_byte_aligned() {
+        let dir = dir_inode(1);
+        let roots: Vec<DRef> = (0..64).map(|_| DHash::d_alloc_root(dir.clone())).collect();
+        for r in &roots {
+            assert_eq!(r.ptr().as_ptr() as usize % 16, 0);
+        }
     }
 
     use crate::inode::{Contents, DirState};
@@ -1484,7 +1507,10 @@ mod tests {
     /// Keys spread over the buckets (a table whose keys all land in one chain still
     /// answers right, only slowly: this is what tells).
     #[test]
-    #[cfg_attr(miri, ignore = "hash quality, in safe code; most of a minute under Miri")]
+    #[cfg_attr(
+        miri,
+        ignore = "hash quality, in safe code; most of a minute under Miri"
+    )]
     fn keys_spread_over_the_buckets() {
         let h = DHash::new(1024);
         let dir = dir_inode(1);
@@ -1503,7 +1529,10 @@ mod tests {
     /// them made create take 27 s and stat 25 s) spread over the table now: the name hash
     /// starts from a random key and the dentry key goes through an avalanche.
     #[test]
-    #[cfg_attr(miri, ignore = "hash quality, in safe code; nearly three minutes under Miri")]
+    #[cfg_attr(
+        miri,
+        ignore = "hash quality, in safe code; nearly three minutes under Miri"
+    )]
     fn crafted_names_do_not_share_a_chain() {
         const K1: u64 = 0x9E37_79B9_7F4A_7C15;
         // K1's inverse modulo 2^64 (Newton's iteration).
