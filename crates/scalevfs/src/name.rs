@@ -462,6 +462,10 @@ mod tests {
     /// hash as random values would: the path cache picks its set by them. 1,024 such paths
     /// over 512 sets fill about 443 of them at random; before `finish`, they filled 15.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hash quality; the loads it runs are nul_detection's, and it took minutes under Miri"
+    )]
     fn similar_paths_spread_over_the_low_bits() {
         for width in [4usize, 12] {
             let mut used = std::collections::HashSet::new();
@@ -546,12 +550,14 @@ mod tests {
         }
         assert_ne!(path_hash(b"/a/b"), path_hash(b"/a/c"));
         // Every non-zero byte value, at every offset of every lane: no false NUL.
+        // Under Miri (where this test took seven minutes) every 13th length and shift:
+        // 13 is odd, so the shifts still fall on every offset of an 8- or 16-byte word.
         let all: Vec<u8> = (0..600).map(|i| (i % 255 + 1) as u8).collect();
-        for n in 0..all.len() {
+        for n in (0..all.len()).step_by(if cfg!(miri) { 13 } else { 1 }) {
             assert!(!path_hash_nul(&all[..n]).1, "a false NUL in {n} bytes");
             assert!(!path_hash_nul(&all[n % 255..]).1);
         }
-        for n in 0..80 {
+        for n in 0..if cfg!(miri) { 40 } else { 80 } {
             let v = vec![b'a'; n];
             assert!(!path_hash_nul(&v).1);
             for k in 0..n {
