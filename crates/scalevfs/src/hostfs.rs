@@ -40,10 +40,11 @@
 //! never opened, by (directory descriptor, name) with Linux 6.13's `*xattrat` calls and
 //! `AT_SYMLINK_NOFOLLOW`, so that they are reached without `/proc` (a server may run
 //! chrooted). On an older host kernel those objects have none (`EOPNOTSUPP`). An open file
-//! whose last name went is reached by a descriptor kept from that removal to its eviction
-//! (`HostFs::kept`), and opened again through it (`/proc/self/fd`) for a new description:
-//! one made from an `O_PATH` handle, or an open that took its hold just before a racing
-//! unlink took the name; and linked again through it (`linkat` of that magic link), while
+//! whose last name went, or a directory removed while open, is reached by a descriptor kept
+//! from that removal to its eviction (`HostFs::kept`). The file is also opened again
+//! through it (`/proc/self/fd`) for a new description: one made from an `O_PATH` handle,
+//! or an open that took its hold just before a racing unlink took the name; and linked
+//! again through it (`linkat` of that magic link), while
 //! the host still links it by names hostfs never listed. What the host's file system keeps
 //! and refuses is its own: its sizes, `ENOSPC`, `EOPNOTSUPP` where it has no such
 //! namespace, and its list order.
@@ -315,10 +316,12 @@ pub struct HostFs {
     /// [`Policy::Shared`]: listings record the directory's times, and a listing refreshes
     /// the attributes of the objects it finds cached.
     shared: bool,
-    /// Descriptors of regular files whose last name went while they were open, by the
-    /// address of their engine inode, from the removal to the eviction: what reaches such a
-    /// file by the object rather than by a description (a FUSE request on its node, which
-    /// holds it by an `O_PATH` handle) has no name left to open it by.
+    /// Descriptors of regular files whose last name went while they were open, and of
+    /// directories removed while open, by the address of their engine inode, from the
+    /// removal to the eviction: what reaches such a file by the object rather than by a
+    /// description (a FUSE request on its node, which holds it by an `O_PATH` handle) has no
+    /// name left to open it by, and a removed directory's node leaves the inode cache with
+    /// its own descriptor (its extended attributes and attributes are reached by this one).
     kept: Mutex<std::collections::HashMap<usize, OwnedFd>>,
     /// Numbers of objects whose names the dentry cache's sweeps evicted: what the trim
     /// evicts (see [`HostFs::trim`]). Kept only with a cap on the inode cache, and at most
@@ -670,14 +673,23 @@ impl HostFs {
         Ok(out)
     }
 
-    /// Before the last known name of the open regular file `victim` goes: a descriptor of
-    /// it, to keep until its eviction (see `kept`). `None` for anything else, or when the
-    /// server may not open it.
+    /// Before the last known name of the open regular file or directory `victim` goes: a
+    /// descriptor of it, to keep until its eviction (see `kept`). `None` for anything
+    /// else, or when the server may not open it.
     fn to_keep(&self, victim: &Inode) -> Option<OwnedFd> {
-        if victim.mode() & S_IFMT != S_IFREG || !victim.is_open() {
+        let ty = victim.mode() & S_IFMT;
+        if (ty != S_IFREG && ty != S_IFDIR) || !victim.is_open() {
             return None;
         }
         let node = self.node_of(victim).ok()?;
+        if ty == S_IFDIR {
+            // Its own descriptor, once opened, is the object's.
+            if let Some(fd) = node.dir.get() {
+                return rustix::io::dup(&**fd).ok();
+            }
+        }
+        // The caller holds the node's `host` lock for writing (`changing`): the names are
+        // read without it.
         let (dir, name) = {
             let names = node.names.lock();
             match names.list.as_slice() {
@@ -685,6 +697,10 @@ impl HostFs {
                 _ => return None,
             }
         };
+        if ty == S_IFDIR {
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+            return open_at(&dir, &name, flags, victim.ino).ok();
+        }
         let open = |f| {
             open_at(
                 &dir,
@@ -1707,8 +1723,11 @@ impl HostFs {
             return f(HostObj::Fd(fd));
         }
         if inode.is_dir() {
-            let dir = self.dir_fd(inode)?;
-            return f(HostObj::Fd(dir.as_fd()));
+            return match self.dir_fd(inode) {
+                Ok(dir) => f(HostObj::Fd(dir.as_fd())),
+                // Removed while open: its node left the cache (see `kept`).
+                Err(e) => f(HostObj::Fd(self.dup_kept(inode, e)?.as_fd())),
+            };
         }
         let node = self.node_of(inode);
         let named = node.as_ref().map_err(|e| *e).and_then(|n| n.named());

@@ -1599,6 +1599,39 @@ fn a_closed_files_host_descriptor_closes_soon() {
     all_closed("open, read, close");
 }
 
+/// A directory removed while it is open keeps a descriptor of its own on the host
+/// (`HostFs::kept`), by which its extended attributes are still reached, until its last
+/// close, and not after: held on, it would count against the server's descriptor limit.
+#[test]
+fn a_removed_open_directorys_descriptor_goes_with_its_last_close() {
+    let s = Scratch::new("removed-dir-fd");
+    let vfs = serve_rw(&s.0);
+    let p = vfs.process(Creds::root());
+    p.mkdir("/e", 0o755).unwrap();
+    let d = p.open("/e", VO::RDONLY | VO::DIRECTORY, 0).unwrap();
+    p.fsetxattr(d, "user.a", b"1", XattrFlags::empty()).unwrap();
+    p.rmdir("/e").unwrap();
+    let gone = PathBuf::from(format!("{} (deleted)", s.0.join("e").display()));
+    // The kept one, and the node's own until the node it left with is freed.
+    assert!(
+        data_descriptors_of(&gone) >= 1,
+        "the removed directory's own"
+    );
+    let mut buf = [0u8; 16];
+    assert_eq!(p.fgetxattr(d, "user.a", &mut buf), Ok(1));
+    assert_eq!(p.flistxattr(d, &mut buf), Ok(7));
+    p.close(d).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while data_descriptors_of(&gone) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host descriptor outlived the directory's last close"
+        );
+        crossbeam_epoch::pin().flush();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// A cached name can outlive its object under the shared policy: the engine's link count
 /// is the host's as last seen, and a name removed on the host may stay cached for its TTL.
 /// Here `a` and `b` are hard links; `b` goes on the host; a revalidation of `a` then sees

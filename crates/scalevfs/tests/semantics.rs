@@ -2593,6 +2593,30 @@ case!(xattrs_through_descriptors, |r| {
     ok!(r.close(d));
 });
 
+// A directory removed while it is open keeps its attributes for its descriptors, as an
+// unlinked file does (hostfs once answered ESTALE, the directory gone from its cache).
+case!(xattrs_of_a_removed_directory_held_open, |r| {
+    ok!(r.mkdir("/e", 0o755));
+    let d = r.open("/e", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    ok!(r.setxattr(XT::Fd(d), "user.d", "dir", 0));
+    ok!(r.rmdir("/e"));
+    ok!(r.listxattr(XT::Fd(d), 64));
+    ok!(r.getxattr(XT::Fd(d), "user.d", 64));
+    ok!(r.setxattr(XT::Fd(d), "user.e", "2", 0));
+    ok!(r.removexattr(XT::Fd(d), "user.d"));
+    ok!(r.listxattr(XT::Fd(d), 64));
+    ok!(r.fchmod(d, 0o700));
+    ok!(r.fchown(d, Some(1000), Some(1000)));
+    ok!(r.fstat(d));
+    ok!(r.close(d));
+    // One never given an attribute (the plan that found it).
+    ok!(r.mkdir("/c", 0o755));
+    let c = r.open("/c", o::RDONLY | o::DIRECTORY, 0).unwrap();
+    ok!(r.rmdir("/c"));
+    ok!(r.listxattr(XT::Fd(c), 0));
+    ok!(r.close(c));
+});
+
 case!(xattr_security_capability, |r| {
     ok!(r.mkfile("/f", b""));
     ok!(r.chmod("/f", 0o666));
