@@ -1564,6 +1564,20 @@ fn data_descriptors_of(path: &Path) -> usize {
         .count()
 }
 
+/// Waits (up to 10 s, flushing this thread's epoch garbage) until no data descriptor of
+/// this process is open on `path`; fails naming `after`.
+fn wait_for_no_descriptor_of(path: &Path, after: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while data_descriptors_of(path) != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host descriptor outlived {after}"
+        );
+        crossbeam_epoch::pin().flush();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// A closed file's host descriptor is closed a grace period after its last close, not
 /// whenever the table's batch of closed descriptions fills (`FdTable::retire_locked`): a
 /// host descriptor held on keeps an unlinked file's space, and counts against the server's
@@ -1575,15 +1589,7 @@ fn a_closed_files_host_descriptor_closes_soon() {
     let p = vfs.process(Creds::root());
     let host = s.0.join("f");
     let all_closed = |what: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while data_descriptors_of(&host) != 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the host descriptor outlived its file's close ({what})"
-            );
-            crossbeam_epoch::pin().flush();
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_for_no_descriptor_of(&host, &format!("its file's close ({what})"));
     };
     p.write_file("/f", b"data").unwrap();
     all_closed("write_file");
@@ -1621,15 +1627,7 @@ fn a_removed_open_directorys_descriptor_goes_with_its_last_close() {
     assert_eq!(p.fgetxattr(d, "user.a", &mut buf), Ok(1));
     assert_eq!(p.flistxattr(d, &mut buf), Ok(7));
     p.close(d).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while data_descriptors_of(&gone) != 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the host descriptor outlived the directory's last close"
-        );
-        crossbeam_epoch::pin().flush();
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    wait_for_no_descriptor_of(&gone, "the directory's last close");
 }
 
 /// A cached name can outlive its object under the shared policy: the engine's link count
