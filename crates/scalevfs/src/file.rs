@@ -278,10 +278,10 @@ impl OpenFile {
 /// open builds the description in its allocation once and passes this pointer on (not the
 /// description by value through every layer), and its first referrer, a slot
 /// ([`FdTable::insert_new`]) or a [`Handle`] ([`Handle::new_open`]), is recorded with plain
-/// stores: what
-/// [`OpenFile::slot_added`] does at a first install (creation already counted the mount's
-/// user and took the inode's hold), without its read-modify-writes, since no other thread
-/// can see the description until the caller publishes it (a slot's release store).
+/// stores: what [`OpenFile::slot_added`] does at a first install (creation already counted
+/// the mount's user and took the inode's hold), without its read-modify-writes, since no
+/// other thread can see the description until the caller publishes it (a slot's release
+/// store).
 /// Dropped without an install, the description gives back what its creation took.
 pub(crate) struct NewFile(Arc<OpenFile>);
 

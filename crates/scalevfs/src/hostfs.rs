@@ -44,10 +44,9 @@
 //! from that removal to its eviction (`HostFs::kept`). The file is also opened again
 //! through it (`/proc/self/fd`) for a new description: one made from an `O_PATH` handle,
 //! or an open that took its hold just before a racing unlink took the name; and linked
-//! again through it (`linkat` of that magic link), while
-//! the host still links it by names hostfs never listed. What the host's file system keeps
-//! and refuses is its own: its sizes, `ENOSPC`, `EOPNOTSUPP` where it has no such
-//! namespace, and its list order.
+//! again through it (`linkat` of that magic link), while the host still links it by names
+//! hostfs never listed. What the host's file system keeps and refuses is its own: its
+//! sizes, `ENOSPC`, `EOPNOTSUPP` where it has no such namespace, and its list order.
 //!
 //! # Ownership
 //! What a caller creates belongs to the caller: the server `fchownat`s each new object to
@@ -682,14 +681,8 @@ impl HostFs {
             return None;
         }
         let node = self.node_of(victim).ok()?;
-        if ty == S_IFDIR {
-            // Its own descriptor, once opened, is the object's.
-            if let Some(fd) = node.dir.get() {
-                return rustix::io::dup(&**fd).ok();
-            }
-        }
         // The caller holds the node's `host` lock for writing (`changing`): the names are
-        // read without it.
+        // read without it (so not by `HostNode::named`, nor `dir_fd`, which use it).
         let (dir, name) = {
             let names = node.names.lock();
             match names.list.as_slice() {
@@ -698,8 +691,14 @@ impl HostFs {
             }
         };
         if ty == S_IFDIR {
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
-            return open_at(&dir, &name, flags, victim.ino).ok();
+            // Its own descriptor, if it was ever opened, is the object's.
+            return match node.dir.get() {
+                Some(fd) => rustix::io::dup(&**fd).ok(),
+                None => {
+                    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW;
+                    open_at(&dir, &name, flags, victim.ino).ok()
+                }
+            };
         }
         let open = |f| {
             open_at(
