@@ -635,7 +635,7 @@ impl Inode {
     }
 
     /// A consistent copy of the attributes, without a lock.
-    #[inline]
+    #[inline(always)]
     pub fn stat(&self, dev: u64) -> Stat {
         loop {
             let s = self.seq.read_begin_spin();

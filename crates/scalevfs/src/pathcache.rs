@@ -86,7 +86,7 @@ const MAX_PATH: usize = crate::types::limits::PATH_MAX;
 const GHOST_SLOTS: usize = 1024;
 
 /// What identifies a walk, beside the path.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Eq)]
 pub(crate) struct Key {
     pub vfs: u64,
     pub creds: u64,
@@ -97,6 +97,22 @@ pub(crate) struct Key {
     /// The id of the start directory's mount.
     pub start_mnt: u64,
     pub follow: bool,
+}
+
+/// Field by field with no branch between the fields: the derived comparison was merged
+/// by the compiler into a call to `memcmp` of the six words, out of line on some callers'
+/// hit paths.
+impl PartialEq for Key {
+    #[inline(always)]
+    fn eq(&self, o: &Key) -> bool {
+        let words = (self.vfs ^ o.vfs)
+            | (self.creds ^ o.creds)
+            | (self.root as u64 ^ o.root as u64)
+            | (self.root_mnt ^ o.root_mnt)
+            | (self.start as u64 ^ o.start as u64)
+            | (self.start_mnt ^ o.start_mnt);
+        (words == 0) & (self.follow == o.follow)
+    }
 }
 
 struct Entry {
@@ -243,59 +259,77 @@ impl Hit {
 #[inline]
 pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64) -> Option<Hit> {
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
-    TABLE
-        .try_with(|t| {
-            let mut t = t.borrow_mut();
-            let set = &mut t.as_mut()?[set_of(hash)];
-            let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
-            let hit = Hit {
-                mnt_idx: e.mnt_idx,
-                d: e.d.ptr().as_ptr(),
-                seq: e.seq,
-                links: e.links,
-            };
-            if i != 0 {
-                set.promote(i);
-            }
-            Some(hit)
-        })
-        .ok()
-        .flatten()
+    // SAFETY: the borrow ends within this call.
+    let mut t = unsafe { table() }?.borrow_mut();
+    let set = &mut t.as_mut()?[set_of(hash)];
+    let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
+    let hit = Hit {
+        mnt_idx: e.mnt_idx,
+        d: e.d.ptr().as_ptr(),
+        seq: e.seq,
+        links: e.links,
+    };
+    if i != 0 {
+        set.promote(i);
+    }
+    Some(hit)
 }
 
-/// Looks `path` up like [`lookup`] and, on a hit, runs `f` on the entry's inode, its
-/// device number, its final dentry and the dentry's sequence count at insertion, with no
-/// epoch guard: the entry's own counts keep the dentry and the inode allocated while `f`
-/// runs (only this thread can drop the entry, and `f` must not call into this module).
-/// `f` reads what it answers from the inode, then checks the counters (the dentry's, the
-/// namespace generation, the mount sequence) and returns `None` if one moved. A hit
-/// that `f` accepts is counted and its way promoted; anything else is left for the
-/// guarded path to count.
+/// What a hit found by [`read_hit`] answers: a type rather than a closure, so that its
+/// method can be forced inline on every hit path (a closure was left out of line on some).
+pub(crate) trait ReadHit {
+    type Out;
+    /// Reads the answer from the entry's inode (on a file system of device number `dev`),
+    /// then checks the counters (the final dentry `d`'s against `seq`, its count at
+    /// insertion; the namespace generation; the mount sequence): `None` if one moved.
+    /// Must not call into this module.
+    fn answer(&self, inode: &Inode, dev: u64, d: &Dentry, seq: u64) -> Option<Self::Out>;
+}
+
+/// Looks `path` up like [`lookup`] and, on a hit, answers with `h` from the entry's inode,
+/// with no epoch guard: the entry's own counts keep the dentry and the inode allocated
+/// while `h` runs (only this thread can drop the entry, and `h` does not call into this
+/// module). A hit that `h` accepts is counted and its way promoted; anything else is left
+/// for the guarded path to count.
 #[inline(always)]
-pub(crate) fn read_hit<R>(
+pub(crate) fn read_hit<H: ReadHit>(
     key: &Key,
     path: &[u8],
     hash: u64,
     gen: u64,
     mount_seq: u64,
-    f: impl FnOnce(&Inode, u64, &Dentry, u64) -> Option<R>,
-) -> Option<R> {
+    h: H,
+) -> Option<H::Out> {
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
-    let r = TABLE
-        .try_with(|t| {
-            let mut t = t.borrow_mut();
-            let set = &mut t.as_mut()?[set_of(hash)];
-            let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
-            let r = f(&e.inode, e.dev, &e.d, e.seq)?;
-            if i != 0 {
-                set.promote(i);
-            }
-            Some(r)
-        })
-        .ok()
-        .flatten()?;
+    // SAFETY: the borrow ends within this call.
+    let mut t = unsafe { table() }?.borrow_mut();
+    let set = &mut t.as_mut()?[set_of(hash)];
+    let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
+    let r = h.answer(&e.inode, e.dev, &e.d, e.seq)?;
+    if i != 0 {
+        set.promote(i);
+    }
+    drop(t);
     count(true);
     Some(r)
+}
+
+/// This thread's table, reached through a pointer that a closure of one line hands out,
+/// so that a probe is inlined into its caller: a closure the size of a probe kept
+/// `try_with` out of line, and its answer (a whole `Stat` for `stat`) was written to memory
+/// there and copied twice on its way to the caller's result.
+///
+/// # Safety
+/// The caller lets go of the reference before it returns.
+#[inline(always)]
+unsafe fn table<'a>() -> Option<&'a RefCell<Option<Box<Sets>>>> {
+    let t = TABLE
+        .try_with(|t| t as *const RefCell<Option<Box<Sets>>>)
+        .ok()?;
+    // SAFETY: this thread's own table: `try_with` succeeded, so its destructor has not
+    // run, and it runs only when this thread exits (or after a destructor that is running
+    // now returns), so not before the caller lets go of the reference.
+    Some(unsafe { &*t })
 }
 
 /// The set `hash` lives in.

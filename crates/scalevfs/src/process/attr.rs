@@ -138,13 +138,7 @@ impl Process {
             start_mnt,
             follow,
         };
-        pathcache::read_hit(&key, path, hash, gen, ms, |inode, dev, d, seq| {
-            let st = inode.stat(dev);
-            (!d.seq.read_retry(seq)
-                && ns_changes().snapshot() == Some(gen)
-                && !vfs.mount_seq().read_retry(ms))
-            .then_some(st)
-        })
+        pathcache::read_hit(&key, path, hash, gen, ms, StatIfUnmoved { vfs, gen, ms })
     }
 
     /// Check mode: [`Process::stat_cached_by`]'s answer, if it has one, compared with what
@@ -868,5 +862,27 @@ impl Process {
     /// `fstatfs(2)`.
     pub fn fstatfs(&self, fd: impl Desc) -> Result<StatFs> {
         Ok(self.file(fd)?.mnt.fs.statfs())
+    }
+}
+
+/// A path-cache hit's answer for `stat` (see [`Process::stat_cached`]): the inode's
+/// attributes, if the counters the hit was checked at have not moved since.
+struct StatIfUnmoved<'a> {
+    vfs: &'a Vfs,
+    /// The namespace generation and the mount sequence the hit was checked at.
+    gen: u64,
+    ms: u64,
+}
+
+impl pathcache::ReadHit for StatIfUnmoved<'_> {
+    type Out = Stat;
+
+    #[inline(always)]
+    fn answer(&self, inode: &Inode, dev: u64, d: &Dentry, seq: u64) -> Option<Stat> {
+        let st = inode.stat(dev);
+        (!d.seq.read_retry(seq)
+            && ns_changes().snapshot() == Some(self.gen)
+            && !self.vfs.mount_seq().read_retry(self.ms))
+        .then_some(st)
     }
 }
