@@ -256,7 +256,7 @@ impl Hit {
 
 /// Looks `path` up; `hash` is its [`path_hash`]. `gen` (a namespace-change snapshot) and
 /// `mount_seq` are the current values, read by the caller under its epoch guard.
-#[inline]
+#[inline(always)]
 pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64) -> Option<Hit> {
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
     // SAFETY: the borrow ends within this call.
