@@ -258,21 +258,7 @@ impl Hit {
 /// `mount_seq` are the current values, read by the caller under its epoch guard.
 #[inline(always)]
 pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64) -> Option<Hit> {
-    debug_assert!(path.len() < MAX_PATH, "callers check the length first");
-    // SAFETY: the borrow ends within this call.
-    let mut t = unsafe { table() }?.borrow_mut();
-    let set = &mut t.as_mut()?[set_of(hash)];
-    let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
-    let hit = Hit {
-        mnt_idx: e.mnt_idx,
-        d: e.d.ptr().as_ptr(),
-        seq: e.seq,
-        links: e.links,
-    };
-    if i != 0 {
-        set.promote(i);
-    }
-    Some(hit)
+    probe(key, path, hash, gen, mount_seq, Locate)
 }
 
 /// What a hit found by [`read_hit`] answers: a type rather than a closure, so that its
@@ -300,17 +286,67 @@ pub(crate) fn read_hit<H: ReadHit>(
     mount_seq: u64,
     h: H,
 ) -> Option<H::Out> {
+    let r = probe(key, path, hash, gen, mount_seq, Answer(h))?;
+    count(true);
+    Some(r)
+}
+
+/// What a probe makes of the current entry it found, if it accepts it: a type rather than
+/// a closure, whose method is forced inline (see [`ReadHit`]).
+trait OnEntry {
+    type Out;
+    fn read(self, e: &Entry) -> Option<Self::Out>;
+}
+
+/// [`lookup`]'s: where the cached walk ended.
+struct Locate;
+
+impl OnEntry for Locate {
+    type Out = Hit;
+
+    #[inline(always)]
+    fn read(self, e: &Entry) -> Option<Hit> {
+        Some(Hit {
+            mnt_idx: e.mnt_idx,
+            d: e.d.ptr().as_ptr(),
+            seq: e.seq,
+            links: e.links,
+        })
+    }
+}
+
+/// [`read_hit`]'s: the caller's answer from the entry's inode.
+struct Answer<H>(H);
+
+impl<H: ReadHit> OnEntry for Answer<H> {
+    type Out = H::Out;
+
+    #[inline(always)]
+    fn read(self, e: &Entry) -> Option<H::Out> {
+        self.0.answer(&e.inode, e.dev, &e.d, e.seq)
+    }
+}
+
+/// What [`lookup`] and [`read_hit`] share: finds the current entry for `path` under `key`
+/// and, if `on` accepts it, promotes its way and returns what `on` made of it.
+#[inline(always)]
+fn probe<O: OnEntry>(
+    key: &Key,
+    path: &[u8],
+    hash: u64,
+    gen: u64,
+    mount_seq: u64,
+    on: O,
+) -> Option<O::Out> {
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
     // SAFETY: the borrow ends within this call.
     let mut t = unsafe { table() }?.borrow_mut();
     let set = &mut t.as_mut()?[set_of(hash)];
     let (i, e) = set.current(hash, key, path, gen, mount_seq)?;
-    let r = h.answer(&e.inode, e.dev, &e.d, e.seq)?;
+    let r = on.read(e)?;
     if i != 0 {
         set.promote(i);
     }
-    drop(t);
-    count(true);
     Some(r)
 }
 
