@@ -1825,7 +1825,11 @@ mod tests {
                 started.send(()).unwrap();
                 go.recv().unwrap();
             }
-            let t = Timespec::now();
+            // Stored a while ago: an access now is due to touch atime (relatime).
+            let t = Timespec {
+                sec: Timespec::now().sec - 10,
+                nsec: 0,
+            };
             Ok(self.dirs[&dir.ino]
                 .iter()
                 .map(|&(name, ino, mode)| {

@@ -4,7 +4,10 @@
 //! Every attribute a `stat` returns is an atomic field. Writers hold [`Inode::attr_lock`]
 //! and wrap their stores in the inode's [`SeqCount32`]; [`Inode::stat`] reads the fields with
 //! relaxed loads and retries until the count is stable, so `stat` inside the lockless walk
-//! takes no lock and writes nothing.
+//! takes no lock. It writes one thing, at most once per change: the mark that the change
+//! time was read (bit 31 of its nanoseconds, by compare-and-swap, outside the lock and the
+//! count), which makes the next change stamp finely (see `FileTimes`, "Multigrain change
+//! times"). That bit is the one part of an attribute written without `attr_lock`.
 //!
 //! # Contents
 //! - Directory: [`DirState`] under a mutex (Linux's `i_rwsem`): the children in cookie order
@@ -48,11 +51,39 @@ pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// sits between an `i64` and a `u32` (12 bytes an inode). The fourth `u32` fills what would
 /// be padding: the revalidation deadline of a file system with a TTL policy (see
 /// [`Inode::expired`]).
+///
+/// # Multigrain change times
+/// Changes are stamped with the coarse clock (see `Timespec::now_coarse`), as Linux stamps
+/// them on tmpfs since 6.13, unless that would hide a change from someone who looked: a
+/// `stat` that reads the change time sets [`QUERIED`] in its nanoseconds (one
+/// read-modify-write per change at most: a `stat` that finds the bit set writes nothing),
+/// and a change that finds the bit set and a coarse stamp no later than the change time
+/// it replaces takes a fine-grained stamp instead ([`Inode::change_stamp`]). So a change
+/// made after a `stat` always shows a new change time, and one nobody looked at costs a
+/// read of the vDSO's page instead of the time-stamp counter. Every store of a time
+/// writes nanoseconds without the bit, which clears it; [`FileTimes::load`] masks it.
+/// The bit is set outside the attribute lock and the sequence counter: set on a change
+/// time a racing change just replaced, it costs that change's successor one fine-grained
+/// stamp it did not need, and nothing else.
 struct FileTimes {
     sec: [AtomicI64; 3],
     nsec: [AtomicU32; 3],
     valid_until: AtomicU32,
+    /// What a loom model's twin breaks (see `loom_models`).
+    #[cfg(loom)]
+    broken: std::sync::atomic::AtomicU8,
 }
+
+/// Loom twins of the multigrain protocol: the `stat` marks the change time with a plain
+/// store of what it read (a lost update), or a change ignores the mark.
+#[cfg(loom)]
+const BROKEN_MARK_BY_STORE: u8 = 1;
+#[cfg(loom)]
+const BROKEN_IGNORE_MARK: u8 = 2;
+
+/// Set in the change time's nanoseconds while a `stat` has read it since it was set (see
+/// [`FileTimes`], "Multigrain change times"). Nanoseconds stay below 2^30.
+const QUERIED: u32 = 1 << 31;
 
 /// Which timestamp of [`FileTimes`].
 const ATIME: usize = 0;
@@ -65,18 +96,40 @@ impl FileTimes {
             sec: std::array::from_fn(|_| AtomicI64::new(t.sec)),
             nsec: std::array::from_fn(|_| AtomicU32::new(t.nsec)),
             valid_until: AtomicU32::new(0),
+            #[cfg(loom)]
+            broken: std::sync::atomic::AtomicU8::new(0),
         }
     }
     #[inline]
     fn load(&self, which: usize) -> Timespec {
         Timespec {
             sec: self.sec[which].load(Relaxed),
-            nsec: self.nsec[which].load(Relaxed),
+            nsec: self.nsec[which].load(Relaxed) & !QUERIED,
         }
+    }
+
+    /// Records that the change time whose nanoseconds were `read` (without the bit) was
+    /// read (see "Multigrain change times"): a compare-and-swap, as Linux's, so that a change
+    /// time a racing change already replaced is left unmarked (the change that follows
+    /// still shows against what was read: its stamp is no earlier than the replacement's).
+    #[cold]
+    fn mark_queried(&self, read: u32) {
+        #[cfg(loom)]
+        if self.broken.load(Relaxed) == BROKEN_MARK_BY_STORE {
+            self.nsec[CTIME].store(read | QUERIED, Relaxed);
+            return;
+        }
+        let _ = self.nsec[CTIME].compare_exchange(read, read | QUERIED, Relaxed, Relaxed);
     }
     #[inline]
     fn store(&self, which: usize, t: Timespec) {
         self.sec[which].store(t.sec, Relaxed);
+        // Under loom a swap: loom lets a plain store fall between the read and the write of
+        // a racing read-modify-write (the mark), which no real machine does (tokio-rs/loom
+        // issue #254); a swap is ordered as the store is.
+        #[cfg(loom)]
+        self.nsec[which].swap(t.nsec, Relaxed);
+        #[cfg(not(loom))]
         self.nsec[which].store(t.nsec, Relaxed);
     }
 }
@@ -639,6 +692,7 @@ impl Inode {
     pub fn stat(&self, dev: u64) -> Stat {
         loop {
             let s = self.seq.read_begin_spin();
+            let ctime_nsec = self.times.nsec[CTIME].load(Relaxed);
             let st = Stat {
                 dev,
                 ino: self.ino,
@@ -652,9 +706,15 @@ impl Inode {
                 blocks: self.blocks.load(Relaxed),
                 atime: self.times.load(ATIME),
                 mtime: self.times.load(MTIME),
-                ctime: self.times.load(CTIME),
+                ctime: Timespec {
+                    sec: self.times.sec[CTIME].load(Relaxed),
+                    nsec: ctime_nsec & !QUERIED,
+                },
             };
             if !self.seq.read_retry(s) {
+                if ctime_nsec & QUERIED == 0 {
+                    self.times.mark_queried(ctime_nsec);
+                }
                 return st;
             }
         }
@@ -702,15 +762,55 @@ impl Inode {
         self.seq.write_end();
     }
 
+    /// Stores `t`. Its change time is a change's stamp, made fine-grained if need be
+    /// ([`Inode::change_stamp`]); an access or modification time that the caller gave the
+    /// same stamp (`Times::modify`, `utimensat`'s `UTIME_NOW`) takes the same one.
     fn store_times(&self, t: &Times) {
-        if let Some(v) = t.atime {
+        let (mut atime, mut mtime) = (t.atime, t.mtime);
+        if let Some(c) = t.ctime {
+            let stamp = self.change_stamp(c);
+            if stamp != c {
+                for v in [&mut atime, &mut mtime] {
+                    if *v == Some(c) {
+                        *v = Some(stamp);
+                    }
+                }
+            }
+            self.times.store(CTIME, stamp);
+        }
+        if let Some(v) = atime {
             self.times.store(ATIME, v);
         }
-        if let Some(v) = t.mtime {
+        if let Some(v) = mtime {
             self.times.store(MTIME, v);
         }
-        if let Some(v) = t.ctime {
-            self.times.store(CTIME, v);
+    }
+
+    /// The stamp a change made at `t` (a coarse stamp: `Timespec::now_coarse`) gives this
+    /// inode's change time: `t`, unless a `stat` read the change time since it was set
+    /// and `t` is no later than it, so that the change would not show; then a
+    /// fine-grained stamp (see [`FileTimes`], "Multigrain change times"). Called under the
+    /// attribute lock, or before taking it by a change that must tell storage its times
+    /// first (`utimensat`); the stamp is then stored as it is, unless a racing change
+    /// stored a later one meanwhile.
+    #[inline]
+    pub fn change_stamp(&self, t: Timespec) -> Timespec {
+        let nsec = self.times.nsec[CTIME].load(Relaxed);
+        #[cfg(loom)]
+        if self.times.broken.load(Relaxed) == BROKEN_IGNORE_MARK {
+            return t;
+        }
+        if nsec & QUERIED == 0 {
+            return t;
+        }
+        let cur = Timespec {
+            sec: self.times.sec[CTIME].load(Relaxed),
+            nsec: nsec & !QUERIED,
+        };
+        if t > cur {
+            t
+        } else {
+            Timespec::now_fine_change()
         }
     }
 
@@ -720,6 +820,7 @@ impl Inode {
         self.seq.write_begin();
         let s = self.size.load(Relaxed) as i64 + delta * DIRENT_SIZE as i64;
         self.size.store(s.max(0) as u64, Relaxed);
+        let t = self.change_stamp(t);
         self.times.store(MTIME, t);
         self.times.store(CTIME, t);
         self.seq.write_end();
@@ -773,7 +874,7 @@ impl Inode {
         let n = (self.nlink.load(Relaxed) as i64 + delta as i64).max(0) as u32;
         self.nlink.store(n, Relaxed);
         if let Some(t) = now {
-            self.times.store(CTIME, t);
+            self.times.store(CTIME, self.change_stamp(t));
         }
         self.seq.write_end();
         n
@@ -789,7 +890,7 @@ impl Inode {
         self.seq.write_begin();
         let n = self.nlink.load(Relaxed);
         self.nlink.store(n.saturating_sub(1), Relaxed);
-        self.times.store(CTIME, now);
+        self.times.store(CTIME, self.change_stamp(now));
         self.seq.write_end();
         n == 1
     }
@@ -806,7 +907,7 @@ impl Inode {
         }
         self.seq.write_begin();
         self.nlink.store(n + 1, Relaxed);
-        self.times.store(CTIME, now);
+        self.times.store(CTIME, self.change_stamp(now));
         self.seq.write_end();
         true
     }
@@ -823,11 +924,16 @@ impl Inode {
     }
 
     /// Whether an access at `now` updates atime under `relatime` (see
-    /// [`Inode::read_accessed`]); reads only.
+    /// [`Inode::read_accessed`]); reads only. An atime already at `now` is not due (as in
+    /// Linux's `atime_needs_update`): with coarse stamps, reads in the tick of a write would
+    /// otherwise each store the same atime again.
     #[inline]
     pub fn atime_due(&self, now: Timespec) -> bool {
         let a = self.times.load(ATIME);
-        a <= self.times.load(MTIME) || a <= self.times.load(CTIME) || now.sec - a.sec >= 24 * 3600
+        a != now
+            && (a <= self.times.load(MTIME)
+                || a <= self.times.load(CTIME)
+                || now.sec - a.sec >= 24 * 3600)
     }
 
     /// Checks `mask` (a combination of `R_OK`, `W_OK`, `X_OK`) against the mode for
@@ -927,5 +1033,78 @@ mod layout_tests {
         assert_eq!(i.nlink(), 0);
         assert!(i.release());
         assert!(!i.hold());
+    }
+}
+
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// The multigrain protocol (see [`FileTimes`]): a `stat` reads the change time and marks
+    /// it read, outside the attribute lock, while one change runs beside it and another
+    /// starts after the `stat` returned. The coarse clock gives both changes the stamp
+    /// `T2`, the latest it handed out. Then no `stat` sees a change time that no change
+    /// stored (a torn or lost mark), and the change that followed the `stat` shows in the
+    /// change time. Returns whether any execution broke either.
+    fn stat_beside_changes(broken: u8) -> bool {
+        const T: Timespec = Timespec { sec: 100, nsec: 0 };
+        const T2: Timespec = Timespec {
+            sec: 101,
+            nsec: 500,
+        };
+        crate::sync::loom_violated(3, move || {
+            let i = Arc::new(Inode::new(
+                2,
+                S_IFREG | 0o644,
+                0,
+                0,
+                0,
+                Contents::Special,
+                T,
+            ));
+            i.times.broken.store(broken, Relaxed);
+            let a = {
+                let i = i.clone();
+                thread::spawn(move || i.stat(0).ctime)
+            };
+            let b = {
+                let i = i.clone();
+                thread::spawn(move || i.touch(Times::change(T2)))
+            };
+            // The change below starts after the `stat` returned (the join orders them).
+            let read = a.join().unwrap();
+            let before = i.stat(0).ctime;
+            let mut bad = before != T && before != T2;
+            i.touch(Times::change(T2));
+            b.join().unwrap();
+            bad |= i.stat(0).ctime == read;
+            bad
+        })
+    }
+
+    #[test]
+    fn multigrain_stat_beside_changes() {
+        assert!(!stat_beside_changes(0));
+    }
+
+    /// Twin: a mark stored as what the `stat` read, not or-ed in, can put back the
+    /// nanoseconds a racing change replaced.
+    #[test]
+    fn multigrain_mark_by_store_fails() {
+        assert!(
+            stat_beside_changes(BROKEN_MARK_BY_STORE),
+            "the model missed a lost update of the change time"
+        );
+    }
+
+    /// Twin: a change that ignores the mark can store the very stamp a `stat` just read.
+    #[test]
+    fn multigrain_ignoring_the_mark_fails() {
+        assert!(
+            stat_beside_changes(BROKEN_IGNORE_MARK),
+            "the model missed a change that does not show"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! Flag values are Linux's, so a FUSE or C frontend passes them through unchanged.
 
 use std::ops::{BitAnd, BitOr, BitOrAssign};
+use std::sync::atomic::Ordering::Relaxed;
 
 macro_rules! flags {
     ($(#[$m:meta])* $name:ident : $t:ty { $($(#[$fm:meta])* $f:ident = $v:expr;)* }) => {
@@ -365,6 +366,13 @@ pub struct Timespec {
     pub nsec: u32,
 }
 
+/// The latest fine-grained change stamp handed out, in nanoseconds since the epoch (see
+/// [`Timespec::now_coarse`]): one word for the process, read by every change and written
+/// only by a change that needed a fine-grained stamp (Linux's `mg_floor`). Relaxed: a stamp
+/// orders changes by the clock, not memory; a thread that sees another's change through
+/// any synchronization sees its floor too.
+static CHANGE_FLOOR: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
 impl Timespec {
     /// The current real time.
     pub fn now() -> Timespec {
@@ -379,12 +387,58 @@ impl Timespec {
         })
     }
 
-    /// The wall clock as of the kernel's last tick (`CLOCK_REALTIME_COARSE`: a read of the
-    /// vDSO's page, no time-stamp counter), at most one tick (1 to 10 ms) behind
-    /// [`Timespec::now`]: for decisions a tick cannot change, such as whether atime is a
-    /// day old. [`Timespec::now`] where the coarse clock is missing (or under Miri).
+    /// The time a change is stamped with, as Linux stamps it on a file system with
+    /// multigrain timestamps (tmpfs since 6.13): the wall clock as of the kernel's last
+    /// tick (`CLOCK_REALTIME_COARSE`, a read of the vDSO's page with no time-stamp counter:
+    /// about 7 ns here against 29 for the fine clock), at most one tick (1 to 10 ms) behind
+    /// [`Timespec::now`], or the latest fine-grained stamp handed out if that is later (the
+    /// *floor*), so that a change stamped coarsely is never older than one stamped finely
+    /// before it. Where a tick matters, because someone has read an inode's change time
+    /// since it was set, the inode asks for a fine-grained stamp instead
+    /// ([`Timespec::now_fine_change`], from `Inode`'s change-time stores). [`Timespec::now`]
+    /// where the coarse clock is missing (or under Miri).
+    ///
+    /// A floor more than a second ahead of the coarse clock is ignored: the wall clock was
+    /// set back, and stamps follow it (Linux keeps its floor on the monotonic clock for the
+    /// same reason).
+    #[inline]
     pub(crate) fn now_coarse() -> Timespec {
-        Self::clock(libc::CLOCK_REALTIME_COARSE).unwrap_or_else(Timespec::now)
+        let c = Self::clock(libc::CLOCK_REALTIME_COARSE).unwrap_or_else(Timespec::now);
+        let floor = CHANGE_FLOOR.load(Relaxed);
+        let ahead = floor - c.as_nanos();
+        if ahead > 0 && ahead < 1_000_000_000 {
+            return Timespec::from_nanos(floor);
+        }
+        c
+    }
+
+    /// A fine-grained stamp for a change whose coarse stamp would not tell it apart from
+    /// the change before it (see [`Timespec::now_coarse`]): the wall clock now, or the
+    /// floor if another thread has just handed out a later one; it becomes the floor.
+    pub(crate) fn now_fine_change() -> Timespec {
+        let t = Timespec::now().as_nanos();
+        let prev = CHANGE_FLOOR.fetch_max(t, Relaxed);
+        Timespec::from_nanos(if prev > t && prev - t < 1_000_000_000 {
+            prev
+        } else {
+            t
+        })
+    }
+
+    /// Nanoseconds since the epoch (a signed 64-bit count lasts until 2262).
+    #[inline]
+    fn as_nanos(self) -> i64 {
+        self.sec
+            .saturating_mul(1_000_000_000)
+            .saturating_add(self.nsec as i64)
+    }
+
+    #[inline]
+    fn from_nanos(n: i64) -> Timespec {
+        Timespec {
+            sec: n.div_euclid(1_000_000_000),
+            nsec: n.rem_euclid(1_000_000_000) as u32,
+        }
     }
 
     /// `clock_gettime(id)` as read from the vDSO, with no conversion (`SystemTime`'s

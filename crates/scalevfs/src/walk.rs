@@ -436,7 +436,7 @@ fn walk_inner<'a, 'g: 'a>(
                 // says the atime is due (once after creation, then daily), it falls back,
                 // and the locked walk updates it (Linux's RCU walk drops to ref-walk for
                 // `touch_atime` the same way). Cached walks through the link skip this.
-                let now = crate::types::Timespec::now();
+                let now = crate::types::Timespec::now_coarse();
                 if inode.atime_due(now) {
                     if !locked {
                         return Err(Fail::Retry);

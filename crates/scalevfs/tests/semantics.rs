@@ -1961,6 +1961,43 @@ case!(times_read_write_stat, |r| {
     r.times_rel("lookup", "/d", &d2);
 });
 
+// Multigrain timestamps (Linux 6.13 and later; tmpfs has them): a change made right after a
+// stat read an inode's times shows in them, even within one tick of the coarse clock, and a
+// change stamped coarsely is never older than one stamped finely before it. No sleeps: each
+// change follows its stat at once. Skipped where the kernel stamps coarsely (older than
+// 6.13), since then the kernel answers "same" by chance of the tick.
+case!(times_change_right_after_stat, |r| {
+    if !common::multigrain_kernel() {
+        return;
+    }
+    ok!(r.mkdir("/d", 0o755));
+    ok!(r.mkfile("/d/f", b"x"));
+    let h = ok!(r.open("/d/f", o::WRONLY, 0)).unwrap();
+    for i in 0..20 {
+        let f0 = r.times_at_once("/d/f");
+        ok!(r.chmod("/d/f", if i % 2 == 0 { 0o600 } else { 0o644 }));
+        r.mc_rel("chmod right after stat", "/d/f", &f0);
+        let f1 = r.times_at_once("/d/f");
+        ok!(r.write(h, b"y"));
+        r.mc_rel("write right after stat", "/d/f", &f1);
+        let d0 = r.times_at_once("/d");
+        ok!(r.mkfile(format!("/d/n{i}"), b""));
+        r.mc_rel("create right after stat", "/d", &d0);
+        // Not checked: Linux stamps a directory an unlink (or rmdir, or link) changes with
+        // the child's new change time, so right after a stat of the directory in one tick
+        // the kernel can leave its times as they were. The engine stamps the directory by
+        // its own rule, so the unlink shows.
+        ok!(r.unlink(format!("/d/n{i}")));
+        // A new file nobody has looked at is stamped coarsely, but not before the fine stamp
+        // the write above gave /d/f.
+        let f2 = r.times_at_once("/d/f");
+        ok!(r.mkfile(format!("/e{i}"), b""));
+        let e = r.times_at_once(format!("/e{i}"));
+        r.log(format!("new file not older: {}", e.ctime >= f2.ctime));
+    }
+    ok!(r.close(h));
+});
+
 case!(utimensat_rules, |r| {
     ok!(r.mkfile("/f", b"x"));
     ok!(r.utimens("/f", [T::Set(1_000_000, 5), T::Set(2_000_000, 999_999_999)]));

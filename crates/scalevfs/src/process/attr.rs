@@ -591,7 +591,8 @@ impl Process {
             }
             inode.permission(creds, Access::W_OK)?;
         }
-        let t = now();
+        // The stamp is chosen before storage is told (it stores what `UTIME_NOW` means).
+        let t = inode.change_stamp(now());
         let pick = |s: SetTime| match s {
             SetTime::Now => Some(t),
             SetTime::Omit => None,

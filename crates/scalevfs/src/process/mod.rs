@@ -298,8 +298,11 @@ impl PartialEq for StatOf {
     }
 }
 
+/// The stamp of a change made now: coarse (see `Timespec::now_coarse`); each inode it is
+/// stored in makes it fine-grained where a coarse one would hide the change
+/// (`Inode::change_stamp`).
 fn now() -> Timespec {
-    Timespec::now()
+    Timespec::now_coarse()
 }
 
 /// Several directory mutexes, locked in address order (seed 002: one global order, so two

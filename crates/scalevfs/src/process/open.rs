@@ -527,13 +527,16 @@ impl Process {
         }
     }
 
-    /// atime after a read of `f`, as `relatime` has it. Whether it is due is decided on the
-    /// coarse clock (a tick cannot change whether atime is a day old), so a read that
-    /// changes nothing reads no time-stamp counter; the time stored is the precise one.
+    /// atime after a read of `f`, as `relatime` has it, stamped with the coarse clock as
+    /// Linux stamps it (see `now`): a read reads no time-stamp counter.
     #[inline]
     fn read_accessed(f: &OpenFile) {
-        if !f.flags.contains(OFlags::NOATIME) && f.inode.atime_due(Timespec::now_coarse()) {
-            f.inode.read_accessed(now());
+        if f.flags.contains(OFlags::NOATIME) {
+            return;
+        }
+        let t = now();
+        if f.inode.atime_due(t) {
+            f.inode.read_accessed(t);
         }
     }
 

@@ -1002,6 +1002,14 @@ impl<'a> Rec<'a> {
         s
     }
 
+    /// `p`'s times with no sleep after (see [`Rec::times`]): for a change that must show
+    /// right after a stat read them (multigrain timestamps).
+    pub fn times_at_once(&mut self, p: impl AsRef<[u8]>) -> St {
+        self.sys
+            .stat(Dir::Cwd, p.as_ref(), at::SYMLINK_NOFOLLOW)
+            .unwrap_or_else(|e| panic!("times_at_once({}): {e:?}", show(p.as_ref())))
+    }
+
     /// Records how atime, mtime and ctime of `p` moved since `before` (same / later).
     pub fn times_rel(&mut self, label: &str, p: impl AsRef<[u8]>, before: &St) {
         let p = p.as_ref();
@@ -1050,6 +1058,27 @@ pub fn tree_of(sys: &mut dyn Sys) -> Vec<String> {
         .into_iter()
         .map(|l| format!("tree {l}"))
         .collect()
+}
+
+/// Whether the host kernel stamps tmpfs times with multigrain timestamps (Linux 6.13 and
+/// later): a change made right after a stat read the times shows in them, within a tick.
+pub fn multigrain_kernel() -> bool {
+    // uname(2), not /proc: the test process is chrooted into a tmpfs directory.
+    // SAFETY: `u` is a writable `utsname`; `uname` fills it with NUL-terminated fields.
+    let release = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return false;
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 13)
 }
 
 /// Long enough for the kernel's coarse clock to tick (HZ is at least 100).
