@@ -108,6 +108,17 @@ impl FileTimes {
         }
     }
 
+    /// The change time, and its nanoseconds as stored (with [`QUERIED`] if it is set).
+    #[inline(always)]
+    fn ctime_marked(&self) -> (Timespec, u32) {
+        let nsec = self.nsec[CTIME].load(Relaxed);
+        let t = Timespec {
+            sec: self.sec[CTIME].load(Relaxed),
+            nsec: nsec & !QUERIED,
+        };
+        (t, nsec)
+    }
+
     /// Records that the change time whose nanoseconds were `read` (without the bit) was
     /// read (see "Multigrain change times"): a compare-and-swap, as Linux's, so that a change
     /// time a racing change already replaced is left unmarked (the change that follows
@@ -692,7 +703,7 @@ impl Inode {
     pub fn stat(&self, dev: u64) -> Stat {
         loop {
             let s = self.seq.read_begin_spin();
-            let ctime_nsec = self.times.nsec[CTIME].load(Relaxed);
+            let (ctime, ctime_nsec) = self.times.ctime_marked();
             let st = Stat {
                 dev,
                 ino: self.ino,
@@ -706,10 +717,7 @@ impl Inode {
                 blocks: self.blocks.load(Relaxed),
                 atime: self.times.load(ATIME),
                 mtime: self.times.load(MTIME),
-                ctime: Timespec {
-                    sec: self.times.sec[CTIME].load(Relaxed),
-                    nsec: ctime_nsec & !QUERIED,
-                },
+                ctime,
             };
             if !self.seq.read_retry(s) {
                 if ctime_nsec & QUERIED == 0 {
@@ -768,7 +776,7 @@ impl Inode {
     fn store_times(&self, t: &Times) {
         let (mut atime, mut mtime) = (t.atime, t.mtime);
         if let Some(c) = t.ctime {
-            let stamp = self.change_stamp(c);
+            let stamp = self.stamp_change(c);
             if stamp != c {
                 for v in [&mut atime, &mut mtime] {
                     if *v == Some(c) {
@@ -776,7 +784,6 @@ impl Inode {
                     }
                 }
             }
-            self.times.store(CTIME, stamp);
         }
         if let Some(v) = atime {
             self.times.store(ATIME, v);
@@ -795,23 +802,29 @@ impl Inode {
     /// stored a later one meanwhile.
     #[inline]
     pub fn change_stamp(&self, t: Timespec) -> Timespec {
-        let nsec = self.times.nsec[CTIME].load(Relaxed);
         #[cfg(loom)]
         if self.times.broken.load(Relaxed) == BROKEN_IGNORE_MARK {
             return t;
         }
-        if nsec & QUERIED == 0 {
+        // The mark alone first: an unread change time (the common case) needs no more.
+        if self.times.nsec[CTIME].load(Relaxed) & QUERIED == 0 {
             return t;
         }
-        let cur = Timespec {
-            sec: self.times.sec[CTIME].load(Relaxed),
-            nsec: nsec & !QUERIED,
-        };
-        if t > cur {
+        let (cur, nsec) = self.times.ctime_marked();
+        if nsec & QUERIED == 0 || t > cur {
             t
         } else {
             Timespec::now_fine_change()
         }
+    }
+
+    /// Stores the change time of a change made at `t`, as [`Inode::change_stamp`] makes it,
+    /// and returns it; the caller holds the attribute lock, in a sequence-counter section.
+    #[inline]
+    fn stamp_change(&self, t: Timespec) -> Timespec {
+        let stamp = self.change_stamp(t);
+        self.times.store(CTIME, stamp);
+        stamp
     }
 
     /// A directory gained (`delta > 0`) or lost entries at time `t`: size, mtime, ctime.
@@ -820,9 +833,8 @@ impl Inode {
         self.seq.write_begin();
         let s = self.size.load(Relaxed) as i64 + delta * DIRENT_SIZE as i64;
         self.size.store(s.max(0) as u64, Relaxed);
-        let t = self.change_stamp(t);
+        let t = self.stamp_change(t);
         self.times.store(MTIME, t);
-        self.times.store(CTIME, t);
         self.seq.write_end();
     }
 
@@ -874,7 +886,7 @@ impl Inode {
         let n = (self.nlink.load(Relaxed) as i64 + delta as i64).max(0) as u32;
         self.nlink.store(n, Relaxed);
         if let Some(t) = now {
-            self.times.store(CTIME, self.change_stamp(t));
+            self.stamp_change(t);
         }
         self.seq.write_end();
         n
@@ -890,7 +902,7 @@ impl Inode {
         self.seq.write_begin();
         let n = self.nlink.load(Relaxed);
         self.nlink.store(n.saturating_sub(1), Relaxed);
-        self.times.store(CTIME, self.change_stamp(now));
+        self.stamp_change(now);
         self.seq.write_end();
         n == 1
     }
@@ -907,7 +919,7 @@ impl Inode {
         }
         self.seq.write_begin();
         self.nlink.store(n + 1, Relaxed);
-        self.times.store(CTIME, self.change_stamp(now));
+        self.stamp_change(now);
         self.seq.write_end();
         true
     }

@@ -373,6 +373,17 @@ pub struct Timespec {
 /// any synchronization sees its floor too.
 static CHANGE_FLOOR: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
+/// `t` (nanoseconds) raised to `floor`, unless the floor is a second or more ahead of it
+/// (the wall clock was set back: see [`Timespec::now_coarse`]).
+#[inline]
+fn at_floor(t: i64, floor: i64) -> i64 {
+    if floor > t && floor - t < 1_000_000_000 {
+        floor
+    } else {
+        t
+    }
+}
+
 impl Timespec {
     /// The current real time.
     pub fn now() -> Timespec {
@@ -404,12 +415,13 @@ impl Timespec {
     #[inline]
     pub(crate) fn now_coarse() -> Timespec {
         let c = Self::clock(libc::CLOCK_REALTIME_COARSE).unwrap_or_else(Timespec::now);
-        let floor = CHANGE_FLOOR.load(Relaxed);
-        let ahead = floor - c.as_nanos();
-        if ahead > 0 && ahead < 1_000_000_000 {
-            return Timespec::from_nanos(floor);
+        let n = c.as_nanos();
+        let raised = at_floor(n, CHANGE_FLOOR.load(Relaxed));
+        if raised == n {
+            c
+        } else {
+            Timespec::from_nanos(raised)
         }
-        c
     }
 
     /// A fine-grained stamp for a change whose coarse stamp would not tell it apart from
@@ -417,12 +429,7 @@ impl Timespec {
     /// floor if another thread has just handed out a later one; it becomes the floor.
     pub(crate) fn now_fine_change() -> Timespec {
         let t = Timespec::now().as_nanos();
-        let prev = CHANGE_FLOOR.fetch_max(t, Relaxed);
-        Timespec::from_nanos(if prev > t && prev - t < 1_000_000_000 {
-            prev
-        } else {
-            t
-        })
+        Timespec::from_nanos(at_floor(t, CHANGE_FLOOR.fetch_max(t, Relaxed)))
     }
 
     /// Nanoseconds since the epoch (a signed 64-bit count lasts until 2262).
