@@ -19,9 +19,20 @@ if ! command -v valgrind >/dev/null; then
     fi
 fi
 now=$(bash scripts/icount.sh)
+# A path longer than 32 bytes is hashed with AES rounds where the CPU has AES-NI and AVX
+# (name::path_hash_nul), a word at a time elsewhere: stat_long_656 has a line for each.
+aes=0
+if grep -qw aes /proc/cpuinfo && grep -qw avx /proc/cpuinfo; then aes=1; fi
 fail=0
 while read -r name want; do
     case "$name" in '#'* | '') continue ;; esac
+    case "$name" in
+    stat_long_656) [ "$aes" = 1 ] || continue ;;
+    stat_long_656_words)
+        [ "$aes" = 0 ] || continue
+        name=stat_long_656
+        ;;
+    esac
     got=$(awk -v n="$name" '$1 == n {print $2}' <<<"$now")
     if [ -z "$got" ] || [ "$got" -le 0 ]; then
         # Zero is no measurement: the program did not run under valgrind (it crashed there

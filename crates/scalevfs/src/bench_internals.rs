@@ -29,6 +29,13 @@ pub fn path_hash_nul(p: &[u8]) -> (u64, bool) {
     name::path_hash_nul(p)
 }
 
+/// [`path_hash_nul`] a word at a time, whatever the CPU has (`name::path_hash_nul_words`:
+/// what paths up to 32 bytes always take, and every path where AES-NI is missing).
+#[inline]
+pub fn path_hash_nul_words(p: &[u8]) -> (u64, bool) {
+    name::path_hash_nul_words(p)
+}
+
 /// The dentry hash key of (table key, parent address, name hash) (`name::key_hash`).
 #[inline]
 pub fn key_hash(parent: usize, name_hash: u64) -> u64 {
