@@ -13,14 +13,18 @@
 //! serialize on its allocation mutex, and the lowest free number is handed out, as POSIX
 //! requires, found in a two-level bitmap as Linux's `find_next_fd` finds it. A description stops counting as a user of its mount at its last close (so
 //! `umount` right after `close` succeeds), and its memory goes after a grace period,
-//! deferred in per-thread batches (see `retire`).
+//! deferred in per-thread batches (see `retire`). The first descriptors also publish
+//! their directory's key under a sequence counter ([`DirKeys`]), for `fstatat` answered
+//! from the path cache with no epoch pin.
 
 use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
 use crate::mount::{Mount, MountRef};
 use crate::reclaim::OwnerReclaim;
-use crate::sync::{AtomicBool, AtomicPtr, AtomicU32, Mutex, MutexGuard};
+use crate::sync::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, SeqCount,
+};
 use crate::types::{Fd, OFlags};
 use crate::SendPtr;
 use crossbeam_epoch::{Atomic, Guard, Owned};
@@ -177,6 +181,15 @@ impl OpenFile {
     pub(crate) fn is_referenced(&self) -> bool {
         // A read-modify-write, not a load: see `filelock`, "Release".
         self.fd_refs.fetch_add(0, AcqRel) > 0
+    }
+
+    /// The start of a walk under this description, as the path cache keys it: its
+    /// directory's dentry address and its mount's id; `None` if it is not a directory's.
+    #[inline]
+    pub(crate) fn dir_key(&self) -> Option<DirKey> {
+        self.dir
+            .as_ref()
+            .map(|d| (d.ptr().as_ptr() as usize, self.mnt.id))
     }
 
     /// Whether this is an `O_PATH` descriptor.
@@ -420,6 +433,11 @@ pub trait Desc: Copy + sealed::Sealed {
     /// The description, held for a call (see [`FileRef`]).
     #[doc(hidden)]
     fn hold(self, t: &FdTable) -> Result<FileRef>;
+    /// The directory key of the description ([`OpenFile::dir_key`]), read with no guard
+    /// and no reference (see [`DirKeys`]); `None` if it cannot be read so (then the
+    /// caller looks the description up under a guard), or is not a directory's.
+    #[doc(hidden)]
+    fn dir_key(self, t: &FdTable) -> Option<DirKey>;
 }
 
 impl Desc for Fd {
@@ -437,6 +455,10 @@ impl Desc for Fd {
     #[inline]
     fn hold(self, t: &FdTable) -> Result<FileRef> {
         t.get(self)
+    }
+    #[inline(always)]
+    fn dir_key(self, t: &FdTable) -> Option<DirKey> {
+        t.dir_keys.get(usize::try_from(self.0).ok()?)
     }
 }
 
@@ -459,6 +481,11 @@ impl Desc for &Handle {
             return Err(Errno::EBADF);
         }
         Ok(FileRef(self.0.clone()))
+    }
+    #[inline]
+    fn dir_key(self, _: &FdTable) -> Option<DirKey> {
+        // The handle is borrowed: its description, and so the directory, live meanwhile.
+        self.0.dir_key()
     }
 }
 
@@ -570,6 +597,92 @@ impl FdBits {
     }
 }
 
+/// A directory's dentry address and its mount's id: the start of a walk under a
+/// directory descriptor, as the path cache keys it (`pathcache::Key`). Compared, never
+/// dereferenced.
+pub(crate) type DirKey = (usize, u64);
+
+/// Descriptors below this number publish their directory's key in [`DirKeys`].
+const DIR_KEYS: usize = if cfg!(loom) { 2 } else { 32 };
+
+/// The directory keys of the descriptions in the first [`DIR_KEYS`] slots, for a reader
+/// with no guard: `fstatat(dirfd, ...)` answered from the path cache
+/// (`Process::stat_cached_at`), which needs only the key of `dirfd`'s directory, and used
+/// to pin the epoch and read the slot for it (a third of the call).
+///
+/// # Mechanism
+/// A slot's key is 0 unless the slot holds a directory's description. A writer (who holds
+/// the table's `alloc`) that puts a directory's description in such a slot, or takes one
+/// out, changes the slot and its key inside one write section of `seq`; changes between
+/// other descriptions (a regular file's open and close, W7's) leave the key 0 and take no
+/// write section. A reader reads the key between `seq`'s begin and retry; a key read so
+/// was the slot's key at a moment when no writer was changing either, so the slot then
+/// held a description of that directory, which kept the dentry alive at that address.
+/// The reader's path cache is its own thread's, unchanged during the call, and each of its
+/// entries holds its start directory: an entry under that address is an entry of that
+/// same directory. (So is the working directory's address read from `KeyIds`.)
+///
+/// What protects each field outside its lock: `d` and `mnt` are written only under
+/// `alloc`, in a write section of `seq`, and read under `seq`.
+struct DirKeys {
+    seq: SeqCount,
+    d: [AtomicUsize; DIR_KEYS],
+    mnt: [AtomicU64; DIR_KEYS],
+    /// What a loom model's twin breaks: the key written with no write section.
+    #[cfg(loom)]
+    broken_no_section: bool,
+}
+
+impl Default for DirKeys {
+    fn default() -> Self {
+        DirKeys {
+            seq: SeqCount::new(),
+            d: std::array::from_fn(|_| AtomicUsize::new(0)),
+            mnt: std::array::from_fn(|_| AtomicU64::new(0)),
+            #[cfg(loom)]
+            broken_no_section: false,
+        }
+    }
+}
+
+impl DirKeys {
+    /// Runs `write`, which changes slot `i` to a description whose key is `new`, and
+    /// publishes the key with it: both in one write section when the slot's key changes
+    /// (see above). The caller holds `alloc`.
+    #[inline]
+    fn update<R>(&self, i: usize, new: Option<DirKey>, write: impl FnOnce() -> R) -> R {
+        if i >= DIR_KEYS || (new.is_none() && self.d[i].load(Relaxed) == 0) {
+            return write();
+        }
+        let (d, mnt) = new.unwrap_or((0, 0));
+        #[cfg(loom)]
+        if self.broken_no_section {
+            let r = write();
+            self.d[i].store(d, Relaxed);
+            self.mnt[i].store(mnt, Relaxed);
+            return r;
+        }
+        self.seq.write_begin();
+        let r = write();
+        self.d[i].store(d, Relaxed);
+        self.mnt[i].store(mnt, Relaxed);
+        self.seq.write_end();
+        r
+    }
+
+    /// Slot `i`'s directory key, if it holds a directory's description and no writer is
+    /// changing it.
+    #[inline(always)]
+    fn get(&self, i: usize) -> Option<DirKey> {
+        if i >= DIR_KEYS {
+            return None;
+        }
+        let s = self.seq.read_begin()?;
+        let (d, mnt) = (self.d[i].load(Relaxed), self.mnt[i].load(Relaxed));
+        (d != 0 && !self.seq.read_retry(s)).then_some((d, mnt))
+    }
+}
+
 /// A descriptor table, read without locks (like Linux's RCU fdtable).
 ///
 /// # Mechanism
@@ -600,7 +713,12 @@ impl FdBits {
 /// What protects each field outside its lock: `slots` (pointer and entries) is written
 /// only under `alloc` and read under an epoch guard, or under `alloc` without one (only a
 /// holder of `alloc` replaces the array). `alloc`'s bitmap has a number's bit
-/// set exactly while its slot is non-null.
+/// set exactly while its slot is non-null. `dir_keys` is written under `alloc`, in the
+/// same write section as the slot it describes, and read under its sequence counter
+/// (see [`DirKeys`]).
+///
+/// Lock order: `alloc` is taken with nothing of the table held; `dir_keys`' write section
+/// opens and closes inside it, and nothing is locked inside the section.
 pub struct FdTable {
     /// This table's number: the owner of its process's record locks (`filelock`), never
     /// reused.
@@ -609,6 +727,8 @@ pub struct FdTable {
     /// Which numbers are taken, and the closed descriptions waiting for their batch to be
     /// deferred; serializes writers.
     alloc: Mutex<Alloc>,
+    /// The directory keys of the first slots, for readers with no guard.
+    dir_keys: DirKeys,
     /// What a loom model's twin breaks.
     #[cfg(loom)]
     broken: Broken,
@@ -655,6 +775,7 @@ impl Default for FdTable {
             id: NEXT.fetch_add(1, Relaxed),
             slots: Atomic::new(Slots::with_len(16)),
             alloc: Mutex::new(Alloc::default()),
+            dir_keys: DirKeys::default(),
             #[cfg(loom)]
             broken: Broken::default(),
         }
@@ -742,15 +863,20 @@ impl FdTable {
     /// grows, so an open that fits pays none.
     fn put_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize, f: Arc<OpenFile>) -> *mut OpenFile {
         self.fit_locked(a, i);
+        let key = f.dir_key();
         #[cfg(loom)]
         if self.broken.count_first_install_only {
             f.fd_refs.fetch_add(1, AcqRel);
             f.installed
                 .store(true, std::sync::atomic::Ordering::Release);
-            return self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel);
+            return self.dir_keys.update(i, key, || {
+                self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+            });
         }
         f.slot_added();
-        self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+        self.dir_keys.update(i, key, || {
+            self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+        })
     }
 
     /// Installs a new description (a new open's) at the lowest free descriptor. As
@@ -767,7 +893,9 @@ impl FdTable {
         self.fit_locked(&a, i);
         let slot = &self.slots_locked(&a).0[i];
         debug_assert!(slot.load(Relaxed).is_null());
-        slot.store(Arc::into_raw(f.into_installed()) as *mut OpenFile, Release);
+        self.dir_keys.update(i, f.dir_key(), || {
+            slot.store(Arc::into_raw(f.into_installed()) as *mut OpenFile, Release)
+        });
         a.bits.set(i);
         Ok(Fd(i as i32))
     }
@@ -884,7 +1012,10 @@ impl FdTable {
             .slots(&g)
             .0
             .get(i)
-            .map(|s| s.swap(ptr::null_mut(), AcqRel))
+            .map(|s| {
+                self.dir_keys
+                    .update(i, None, || s.swap(ptr::null_mut(), AcqRel))
+            })
             .unwrap_or(ptr::null_mut());
         if p.is_null() {
             return Err(Errno::EBADF);
@@ -1007,6 +1138,48 @@ mod tests {
         p.close(fd).unwrap();
         drop(p);
         drop(crate::Vfs::new_memfs().process(crate::Creds::root()));
+    }
+
+    /// `fstatat` under a directory descriptor is answered from the path cache with the
+    /// directory's key read with no guard (`DirKeys`). Once the number is closed, taken by
+    /// a file, or given another directory by `dup2`, the answer is the one the number
+    /// gives now, never the one cached under the directory it had.
+    #[test]
+    fn fstatat_follows_the_number_not_the_cache() {
+        use crate::{AtFlags, Errno};
+        let p = crate::Vfs::new_memfs().process(crate::Creds::root());
+        p.mkdir("/d", 0o755).unwrap();
+        p.write_file("/d/x", b"1").unwrap();
+        p.mkdir("/e", 0o755).unwrap();
+        p.mkdir("/e/x", 0o700).unwrap();
+        let stat = |fd| p.fstatat(fd, "x", AtFlags::empty());
+        let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+        let before = crate::path_cache_stats().hits;
+        for _ in 0..3 {
+            assert_eq!(stat(fd).unwrap().size, 1);
+        }
+        assert!(
+            crate::path_cache_stats().hits > before,
+            "no answer from the cache"
+        );
+        assert!(
+            p.files.dir_keys.get(fd.0 as usize).is_some(),
+            "no key published"
+        );
+        p.close(fd).unwrap();
+        assert_eq!(stat(fd).err(), Some(Errno::EBADF));
+        let f = p.open("/d/x", OFlags::RDONLY, 0).unwrap();
+        assert_eq!(f, fd);
+        assert_eq!(stat(fd).err(), Some(Errno::ENOTDIR));
+        let d = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+        for _ in 0..3 {
+            assert_eq!(stat(d).unwrap().size, 1);
+        }
+        let e = p.open("/e", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
+        p.dup2(e, d).unwrap();
+        assert!(stat(d).unwrap().is_dir(), "found /d/x under /e's number");
+        p.dup2(f, d).unwrap();
+        assert_eq!(stat(d).err(), Some(Errno::ENOTDIR));
     }
 
     /// The lowest free number, the slow way.
@@ -1143,6 +1316,45 @@ mod loom_models {
             std::mem::forget(m);
             bad
         })
+    }
+
+    /// A writer puts one directory's description in slot 0, then another's over it, then
+    /// closes it (`DirKeys::update`, as `put_locked` and `remove` call it), while a reader
+    /// reads the slot's key with no guard (`DirKeys::get`). A key read is one the slot
+    /// had, never one directory's dentry with the other's mount; after the close there is
+    /// none. Returns whether any execution broke that.
+    fn dir_keys_publish(broken_no_section: bool) -> bool {
+        crate::sync::loom_violated(3, move || {
+            let mut k = DirKeys::default();
+            k.broken_no_section = broken_no_section;
+            let k = Arc::new(k);
+            let w = {
+                let k = k.clone();
+                thread::spawn(move || {
+                    k.update(0, Some((0x100, 1)), || ());
+                    k.update(0, Some((0x200, 2)), || ());
+                    k.update(0, None, || ());
+                })
+            };
+            let got = k.get(0);
+            w.join().unwrap();
+            let torn = !matches!(got, None | Some((0x100, 1)) | Some((0x200, 2)));
+            torn || k.get(0).is_some()
+        })
+    }
+
+    #[test]
+    fn fd_table_dir_keys_publish() {
+        assert!(!dir_keys_publish(false));
+    }
+
+    /// Twin: keys written with no write section are read torn.
+    #[test]
+    fn fd_table_dir_keys_without_a_write_section_fail() {
+        assert!(
+            dir_keys_publish(true),
+            "the model missed a key read between its two words' stores"
+        );
     }
 
     #[test]

@@ -2099,6 +2099,35 @@ const SEEK_HOLE: u32 = 4;
 const AT_STATX_DONT_SYNC: u32 = 0x4000;
 const AT_STATX_FORCE_SYNC: u32 = 0x2000;
 
+// A descriptor number closed and taken again by another directory, then by a file:
+// `fstatat` under it finds names in what the number refers to now, never in what a
+// cached answer was found under before (the engine reads the directory of the first
+// descriptors with no guard: `file::DirKeys`).
+case!(fstatat_under_a_reused_descriptor_number, |r| {
+    base(r);
+    ok!(r.mkfile("/d/x", b"1"));
+    ok!(r.mkdir("/e", 0o755));
+    ok!(r.mkdir("/e/x", 0o700));
+    let d = ok!(r.open("/d", o::RDONLY | o::DIRECTORY, 0)).unwrap();
+    for _ in 0..3 {
+        ok!(r.stat_at(Dir::Fd(d), "x", 0));
+    }
+    ok!(r.close(d));
+    err!(EBADF, r.stat_at(Dir::Fd(d), "x", 0));
+    let e = ok!(r.open("/e", o::RDONLY | o::DIRECTORY, 0)).unwrap();
+    for _ in 0..3 {
+        ok!(r.stat_at(Dir::Fd(e), "x", 0));
+    }
+    ok!(r.close(e));
+    let p = ok!(r.open("/d", o::PATH, 0)).unwrap();
+    ok!(r.stat_at(Dir::Fd(p), "x", 0));
+    ok!(r.close(p));
+    let f = ok!(r.open("/f", o::RDONLY, 0)).unwrap();
+    err!(ENOTDIR, r.stat_at(Dir::Fd(f), "x", 0));
+    ok!(r.close(f));
+    err!(EBADF, r.stat_at(Dir::Fd(f), "x", 0));
+});
+
 case!(fstatat_unknown_flag_bits, |r| {
     base(r);
     r.stat_at(Dir::Cwd, "/f", AT_STATX_DONT_SYNC);

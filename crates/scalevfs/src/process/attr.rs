@@ -94,11 +94,12 @@ impl Process {
     }
 
     /// [`Process::stat_cached`] for a relative `path` under the directory descriptor
-    /// `dirfd` (W3's `fstatat`), under an epoch guard only while the descriptor's slot is
-    /// read and the key made: no reference is taken on the description. The key is the one
-    /// the guarded walk files its entry under (`WholePath::new`: the descriptor's dentry and
-    /// mount as the start), and addresses in it are only compared, while the guard keeps
-    /// the dentry from being freed and its address reused.
+    /// `dirfd` (W3's `fstatat`). The key is the one the guarded walk files its entry under
+    /// (`WholePath::new`: the descriptor's dentry and mount as the start), and addresses in
+    /// it are only compared. The descriptor's directory key is read with no guard where
+    /// the table publishes it (`file::DirKeys`: the first descriptors, and handles),
+    /// otherwise from its slot under a guard, which keeps the dentry from being freed and
+    /// its address reused meanwhile; no reference is taken on the description either way.
     #[inline(always)]
     fn stat_cached_at(
         &self,
@@ -107,11 +108,26 @@ impl Process {
         hash: u64,
         follow: bool,
     ) -> Option<Stat> {
-        let guard = crossbeam_epoch::pin();
-        let held = dirfd.lookup(&self.files, &guard).ok()?;
-        let d = held.dir.as_ref()?;
+        let Some((d, mnt)) = dirfd.dir_key(&self.files) else {
+            return self.stat_cached_at_pinned(dirfd, path, hash, follow);
+        };
         let ids = self.ids.get()?;
-        self.stat_cached_from(&ids, d.ptr().as_ptr(), held.mnt.id, path, hash, follow)
+        self.stat_cached_from(&ids, d as *const Dentry, mnt, path, hash, follow)
+    }
+
+    /// [`Process::stat_cached_at`] with the descriptor's slot read under a guard.
+    #[inline(never)]
+    fn stat_cached_at_pinned(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        hash: u64,
+        follow: bool,
+    ) -> Option<Stat> {
+        let guard = crossbeam_epoch::pin();
+        let (d, mnt) = dirfd.lookup(&self.files, &guard).ok()?.dir_key()?;
+        let ids = self.ids.get()?;
+        self.stat_cached_from(&ids, d as *const Dentry, mnt, path, hash, follow)
     }
 
     /// The path cache's answer for `path` from the start `start` in mount `start_mnt`

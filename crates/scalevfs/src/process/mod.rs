@@ -181,7 +181,7 @@ pub struct Process {
     creds: Atomic<CredsBox>,
     ids: KeyIds,
     umask: AtomicU32,
-    files: FdTable,
+    pub(crate) files: FdTable,
     ctx_lock: Mutex<()>,
 }
 
