@@ -231,57 +231,64 @@ pub(crate) mod aes {
     /// # Safety
     /// The CPU has AES-NI and AVX ([`available`]), and `p` is longer than 16 bytes.
     #[target_feature(enable = "aes,avx")]
+    // The intrinsics are safe to call here from Rust 1.86 (target_feature 1.1) but unsafe on
+    // the crate's MSRV (1.80): one block serves both.
+    #[allow(unused_unsafe)]
     pub(crate) unsafe fn path_hash_nul(p: &[u8]) -> (u64, bool) {
-        let n = p.len();
-        debug_assert!(n > 16);
-        let zero = _mm_setzero_si128();
-        let seed = _mm_set_epi64x(K1 as i64, (n as u64).wrapping_mul(K2) as i64);
-        let mut lanes = [
-            seed,
-            _mm_xor_si128(seed, _mm_set_epi64x(0, K1 as i64)),
-            _mm_xor_si128(seed, _mm_set_epi64x(0, K2 as i64)),
-            _mm_xor_si128(seed, _mm_set_epi64x(K2 as i64, 0)),
-        ];
-        let mut zeros = zero;
-        let mut i = 0;
-        // The 64-byte blocks that end before the last byte, then the 16-byte ones, then the
-        // last 16 bytes (overlapping what came before; the length in the seed keeps
-        // overlaps from aliasing).
-        while i + 64 < n {
-            for (k, lane) in lanes.iter_mut().enumerate() {
-                // SAFETY: `i + 16 * k + 16 <= i + 64 < n`.
-                let d = unsafe { load16(p, i + 16 * k) };
-                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(d, zero));
-                *lane = _mm_aesenc_si128(*lane, d);
+        // SAFETY: the caller promises AES-NI and AVX, all these intrinsics need; each load
+        // is in bounds (see its own line).
+        unsafe {
+            let n = p.len();
+            debug_assert!(n > 16);
+            let zero = _mm_setzero_si128();
+            let seed = _mm_set_epi64x(K1 as i64, (n as u64).wrapping_mul(K2) as i64);
+            let mut lanes = [
+                seed,
+                _mm_xor_si128(seed, _mm_set_epi64x(0, K1 as i64)),
+                _mm_xor_si128(seed, _mm_set_epi64x(0, K2 as i64)),
+                _mm_xor_si128(seed, _mm_set_epi64x(K2 as i64, 0)),
+            ];
+            let mut zeros = zero;
+            let mut i = 0;
+            // The 64-byte blocks that end before the last byte, then the 16-byte ones, then the
+            // last 16 bytes (overlapping what came before; the length in the seed keeps
+            // overlaps from aliasing).
+            while i + 64 < n {
+                for (k, lane) in lanes.iter_mut().enumerate() {
+                    // SAFETY: `i + 16 * k + 16 <= i + 64 < n`.
+                    let d = unsafe { load16(p, i + 16 * k) };
+                    zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(d, zero));
+                    *lane = _mm_aesenc_si128(*lane, d);
+                }
+                i += 64;
             }
-            i += 64;
-        }
-        let mut k = 0;
-        while i + 16 < n {
-            // SAFETY: `i + 16 < n`.
-            let d = unsafe { load16(p, i) };
+            let mut k = 0;
+            while i + 16 < n {
+                // SAFETY: `i + 16 < n`.
+                let d = unsafe { load16(p, i) };
+                zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(d, zero));
+                lanes[k] = _mm_aesenc_si128(lanes[k], d);
+                k += 1;
+                i += 16;
+            }
+            // SAFETY: `n > 16`.
+            let d = unsafe { load16(p, n - 16) };
             zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(d, zero));
-            lanes[k] = _mm_aesenc_si128(lanes[k], d);
-            k += 1;
-            i += 16;
+            lanes[3] = _mm_aesenc_si128(lanes[3], d);
+            // The lanes join one chain, each transposed (a column of the AES state, which one
+            // round spreads a byte over, becomes a row): see above.
+            let t = _mm_set_epi8(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+            let mut h = _mm_aesenc_si128(lanes[0], _mm_shuffle_epi8(lanes[1], t));
+            h = _mm_aesenc_si128(h, _mm_shuffle_epi8(lanes[2], t));
+            h = _mm_aesenc_si128(h, _mm_shuffle_epi8(lanes[3], t));
+            h = _mm_aesenc_si128(h, _mm_set_epi64x(K1 as i64, K2 as i64));
+            h = _mm_aesenc_si128(h, _mm_set_epi64x(K2 as i64, K1 as i64));
+            let folded = _mm_xor_si128(h, _mm_unpackhi_epi64(h, h));
+            (
+                _mm_cvtsi128_si64(folded) as u64,
+                _mm_movemask_epi8(zeros) != 0,
+            )
         }
-        // SAFETY: `n > 16`.
-        let d = unsafe { load16(p, n - 16) };
-        zeros = _mm_or_si128(zeros, _mm_cmpeq_epi8(d, zero));
-        lanes[3] = _mm_aesenc_si128(lanes[3], d);
-        // The lanes join one chain, each transposed (a column of the AES state, which one
-        // round spreads a byte over, becomes a row): see above.
-        let t = _mm_set_epi8(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-        let mut h = _mm_aesenc_si128(lanes[0], _mm_shuffle_epi8(lanes[1], t));
-        h = _mm_aesenc_si128(h, _mm_shuffle_epi8(lanes[2], t));
-        h = _mm_aesenc_si128(h, _mm_shuffle_epi8(lanes[3], t));
-        h = _mm_aesenc_si128(h, _mm_set_epi64x(K1 as i64, K2 as i64));
-        h = _mm_aesenc_si128(h, _mm_set_epi64x(K2 as i64, K1 as i64));
-        let folded = _mm_xor_si128(h, _mm_unpackhi_epi64(h, h));
-        (
-            _mm_cvtsi128_si64(folded) as u64,
-            _mm_movemask_epi8(zeros) != 0,
-        )
     }
 
     /// The 16 bytes of `p` at `i`, unaligned.
