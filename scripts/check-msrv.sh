@@ -74,7 +74,7 @@ PY
 msrv=$(awk -F'"' '/^rust-version/ {print $2; exit}' Cargo.toml)
 if command -v rustup >/dev/null &&
     timeout 600 rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1; then
-    (cd "$tmp" && CARGO_TARGET_DIR="$tmp/target" cargo "+$msrv" check -q -p scalevfs -p scalevfs-hostfs --lib)
+    (cd "$tmp" && CARGO_TARGET_DIR="$tmp/target" rustup run "$msrv" cargo check -q -p scalevfs -p scalevfs-hostfs --lib)
     echo "scalevfs and scalevfs-hostfs compile with Rust $msrv"
 else
     echo "check-msrv: Rust $msrv could not be installed; the engine was not compiled with it" >&2
