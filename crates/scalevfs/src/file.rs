@@ -433,9 +433,9 @@ pub trait Desc: Copy + sealed::Sealed {
     /// The description, held for a call (see [`FileRef`]).
     #[doc(hidden)]
     fn hold(self, t: &FdTable) -> Result<FileRef>;
-    /// The directory key of the description ([`OpenFile::dir_key`]), read with no guard
-    /// and no reference (see [`DirKeys`]); `None` if it cannot be read so (then the
-    /// caller looks the description up under a guard), or is not a directory's.
+    /// The directory key of the description ([`OpenFile::dir_key`]), taking no reference;
+    /// `None` if there is no description or it is not a directory's. The key was the
+    /// description's at some moment during the call (see [`DirKeys`]).
     #[doc(hidden)]
     fn dir_key(self, t: &FdTable) -> Option<DirKey>;
 }
@@ -458,7 +458,7 @@ impl Desc for Fd {
     }
     #[inline(always)]
     fn dir_key(self, t: &FdTable) -> Option<DirKey> {
-        t.dir_keys.get(usize::try_from(self.0).ok()?)
+        t.dir_key(self)
     }
 }
 
@@ -655,31 +655,33 @@ impl DirKeys {
             return write();
         }
         let (d, mnt) = new.unwrap_or((0, 0));
+        #[cfg(not(loom))]
+        let section = true;
         #[cfg(loom)]
-        if self.broken_no_section {
-            let r = write();
-            self.d[i].store(d, Relaxed);
-            self.mnt[i].store(mnt, Relaxed);
-            return r;
+        let section = !self.broken_no_section;
+        if section {
+            self.seq.write_begin();
         }
-        self.seq.write_begin();
         let r = write();
         self.d[i].store(d, Relaxed);
         self.mnt[i].store(mnt, Relaxed);
-        self.seq.write_end();
+        if section {
+            self.seq.write_end();
+        }
         r
     }
 
-    /// Slot `i`'s directory key, if it holds a directory's description and no writer is
-    /// changing it.
+    /// Slot `i`'s directory key as published: `Some(None)` if the slot holds no
+    /// directory's description; `None` if it cannot be read with no guard (a slot past
+    /// [`DIR_KEYS`], or a writer changing the keys).
     #[inline(always)]
-    fn get(&self, i: usize) -> Option<DirKey> {
+    fn read(&self, i: usize) -> Option<Option<DirKey>> {
         if i >= DIR_KEYS {
             return None;
         }
         let s = self.seq.read_begin()?;
         let (d, mnt) = (self.d[i].load(Relaxed), self.mnt[i].load(Relaxed));
-        (d != 0 && !self.seq.read_retry(s)).then_some((d, mnt))
+        (!self.seq.read_retry(s)).then_some((d != 0).then_some((d, mnt)))
     }
 }
 
@@ -794,6 +796,23 @@ impl FdTable {
         let p = self.slot_ptr(fd, g);
         // SAFETY: a slot's count is dropped only after a grace period, and we hold `g`.
         unsafe { p.as_ref() }.ok_or(Errno::EBADF)
+    }
+
+    /// `fd`'s directory key ([`Desc::dir_key`]): as published in [`DirKeys`], with no
+    /// guard, where it can be read so; otherwise from the slot, under a guard.
+    #[inline(always)]
+    pub(crate) fn dir_key(&self, fd: Fd) -> Option<DirKey> {
+        let i = usize::try_from(fd.0).ok()?;
+        match self.dir_keys.read(i) {
+            Some(key) => key,
+            None => self.dir_key_pinned(fd),
+        }
+    }
+
+    #[inline(never)]
+    fn dir_key_pinned(&self, fd: Fd) -> Option<DirKey> {
+        let g = crossbeam_epoch::pin();
+        self.get_ref(fd, &g).ok()?.dir_key()
     }
 
     /// The pointer in `fd`'s slot (null if none), as `Arc::into_raw` made it: a new `Arc`
@@ -1163,7 +1182,7 @@ mod tests {
             "no answer from the cache"
         );
         assert!(
-            p.files.dir_keys.get(fd.0 as usize).is_some(),
+            matches!(p.files.dir_keys.read(fd.0 as usize), Some(Some(_))),
             "no key published"
         );
         p.close(fd).unwrap();
@@ -1320,7 +1339,7 @@ mod loom_models {
 
     /// A writer puts one directory's description in slot 0, then another's over it, then
     /// closes it (`DirKeys::update`, as `put_locked` and `remove` call it), while a reader
-    /// reads the slot's key with no guard (`DirKeys::get`). A key read is one the slot
+    /// reads the slot's key with no guard (`DirKeys::read`). A key read is one the slot
     /// had, never one directory's dentry with the other's mount; after the close there is
     /// none. Returns whether any execution broke that.
     fn dir_keys_publish(broken_no_section: bool) -> bool {
@@ -1336,10 +1355,10 @@ mod loom_models {
                     k.update(0, None, || ());
                 })
             };
-            let got = k.get(0);
+            let got = k.read(0).flatten();
             w.join().unwrap();
             let torn = !matches!(got, None | Some((0x100, 1)) | Some((0x200, 2)));
-            torn || k.get(0).is_some()
+            torn || k.read(0).flatten().is_some()
         })
     }
 

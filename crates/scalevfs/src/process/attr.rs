@@ -96,10 +96,10 @@ impl Process {
     /// [`Process::stat_cached`] for a relative `path` under the directory descriptor
     /// `dirfd` (W3's `fstatat`). The key is the one the guarded walk files its entry under
     /// (`WholePath::new`: the descriptor's dentry and mount as the start), and addresses in
-    /// it are only compared. The descriptor's directory key is read with no guard where
-    /// the table publishes it (`file::DirKeys`: the first descriptors, and handles),
-    /// otherwise from its slot under a guard, which keeps the dentry from being freed and
-    /// its address reused meanwhile; no reference is taken on the description either way.
+    /// it are only compared. The descriptor's directory key ([`Desc::dir_key`]) takes no
+    /// reference, and for the first descriptors and handles no guard either: it was the
+    /// description's at a moment during the call, and an entry of this thread's path cache
+    /// under that address holds that same directory (see `file::DirKeys`).
     #[inline(always)]
     fn stat_cached_at(
         &self,
@@ -108,24 +108,7 @@ impl Process {
         hash: u64,
         follow: bool,
     ) -> Option<Stat> {
-        let Some((d, mnt)) = dirfd.dir_key(&self.files) else {
-            return self.stat_cached_at_pinned(dirfd, path, hash, follow);
-        };
-        let ids = self.ids.get()?;
-        self.stat_cached_from(&ids, d as *const Dentry, mnt, path, hash, follow)
-    }
-
-    /// [`Process::stat_cached_at`] with the descriptor's slot read under a guard.
-    #[inline(never)]
-    fn stat_cached_at_pinned(
-        &self,
-        dirfd: impl Desc,
-        path: &[u8],
-        hash: u64,
-        follow: bool,
-    ) -> Option<Stat> {
-        let guard = crossbeam_epoch::pin();
-        let (d, mnt) = dirfd.lookup(&self.files, &guard).ok()?.dir_key()?;
+        let (d, mnt) = dirfd.dir_key(&self.files)?;
         let ids = self.ids.get()?;
         self.stat_cached_from(&ids, d as *const Dentry, mnt, path, hash, follow)
     }
