@@ -45,7 +45,7 @@ pub(crate) struct Loc {
 
 impl Loc {
     pub fn new(mnt: Arc<Mount>, d: DRef) -> Loc {
-        mnt.users.add(1);
+        mnt.add_users(1);
         Loc {
             mnt,
             d,
@@ -71,7 +71,7 @@ impl Clone for Loc {
 impl Drop for Loc {
     fn drop(&mut self) {
         if self.counted.load(Relaxed) {
-            self.mnt.users.add(-1);
+            self.mnt.add_users(-1);
         }
     }
 }
@@ -155,7 +155,7 @@ impl NewFile {
         flags: OFlags,
         held: bool,
     ) -> NewFile {
-        mnt.users.add(1);
+        mnt.add_users(1);
         NewFile(Arc::new(OpenFile {
             mnt: MountRef::new(mnt),
             dir,
@@ -205,7 +205,7 @@ impl OpenFile {
     /// inode cannot have been evicted.
     fn slot_added(&self) {
         if self.fd_refs.fetch_add(1, AcqRel) == 0 && self.installed.swap(true, AcqRel) {
-            self.mnt.users.add(1);
+            self.mnt.add_users(1);
             let held = self.hold_inode();
             debug_assert!(held, "re-installed a description of an evicted inode");
         }
@@ -222,7 +222,7 @@ impl OpenFile {
             if self.inode.has_locks.load(Acquire) {
                 crate::filelock::global().drop_owner(&self.inode, self.lock_owner());
             }
-            self.mnt.users.add(-1);
+            self.mnt.add_users(-1);
             self.release_inode();
         }
     }
@@ -324,7 +324,7 @@ impl Drop for OpenFile {
             drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
         }
         if !self.installed.load(Acquire) {
-            self.mnt.users.add(-1);
+            self.mnt.add_users(-1);
             self.release_inode();
         }
     }

@@ -12,7 +12,8 @@
 //!
 //! # Busy counting: the umount handshake
 //! `users` counts open files, working directories and roots inside the mount, and every
-//! operation in progress there (a [`MountHold`]), on striped lines. `umount`, under the
+//! operation in progress there (a [`MountHold`]), on striped lines. A namespace's root
+//! mount, which cannot be unmounted, counts none of them ([`Mount::add_users`]). `umount`, under the
 //! mount lock, opens a write section of the mount sequence counter, runs a `SeqCst` fence
 //! and sums `users` ([`Mount::detach_if_unused`]); a holder increments `users`, runs a
 //! `SeqCst` fence and reads the counter ([`Mount::confirm`]). One of the two fences comes
@@ -60,7 +61,9 @@ pub struct Mount {
     pub root: DRef,
     /// The mount this one sits in, and the dentry it covers; `None` for the root mount.
     pub parent: Option<(Arc<Mount>, DRef)>,
-    /// Open files, working directories and roots inside this mount.
+    /// Open files, working directories and roots inside this mount, and operations in
+    /// progress there; always 0 for a namespace's root mount, which is never unmounted and
+    /// so counts nothing (see [`Mount::add_users`]).
     pub users: StripedCounter,
     /// Set by `umount` (under the mount lock): the mount is out of the table for good, and
     /// per-thread handles to it are dropped when next seen.
@@ -107,6 +110,18 @@ impl Mount {
             parent,
             users: StripedCounter::default(),
             detached: AtomicBool::new(false),
+        }
+    }
+
+    /// Counts `delta` more users of this mount: every count and uncount of `users` goes
+    /// through here. A namespace's root mount (no parent; that never changes) is never
+    /// unmounted (`umount` refuses it before it asks whether it is busy), so it counts
+    /// nothing: an open and a close in it take no locked operation for their mount. One
+    /// predicate on a field fixed at creation, so a count and its uncount always agree.
+    #[inline]
+    pub fn add_users(&self, delta: i64) {
+        if self.parent.is_some() {
+            self.users.add(delta);
         }
     }
 
@@ -159,7 +174,7 @@ impl Mount {
         start: u64,
         locked: bool,
     ) -> Option<MountHold<'a>> {
-        self.users.add(1);
+        self.add_users(1);
         let h = MountHold(Some(self));
         self.confirm(sync, start, locked).then_some(h)
     }
@@ -185,7 +200,7 @@ impl Mount {
     /// the fence orders it before the decrement (see "A published place").
     pub fn release_published(&self) {
         fence(SeqCst);
-        self.users.add(-1);
+        self.add_users(-1);
     }
 }
 
@@ -214,7 +229,7 @@ impl Drop for MountHold<'_> {
     #[inline]
     fn drop(&mut self) {
         if let Some(m) = self.0 {
-            m.users.add(-1);
+            m.add_users(-1);
         }
     }
 }
