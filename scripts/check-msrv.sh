@@ -4,9 +4,9 @@
 # `cargo install --path` does), then requires every normal and build dependency of each member,
 # on Linux with default features, to declare a rust-version no newer than the member's.
 #
-# Then it compiles the engine with the MSRV toolchain, where rustup can install one (clippy's
-# incompatible_msrv lint covers the project's own use of std's APIs, not what changed under
-# them). Dev-dependencies are not checked:
+# Then it compiles each member with its declared rust-version's toolchain, where rustup can
+# install one (clippy's incompatible_msrv lint covers the project's own use of std's APIs,
+# not what changed under them, nor dependencies that declare too old a rust-version). Dev-dependencies are not checked:
 # they build tests and benchmarks, not what a user installs or links.
 #
 # Usage: bash scripts/check-msrv.sh. Needs crates.io; says so and stops (status 0) without it.
@@ -67,15 +67,24 @@ PY
 (cd "$tmp" && cargo metadata -q --format-version 1 --filter-platform x86_64-unknown-linux-gnu) |
     python3 "$tmp/check.py"
 
-# Then the engine compiled with its MSRV toolchain, where rustup can install it, against the
-# same fresh resolution: what the metadata cannot show is the project's own code on an older
-# std (an intrinsic that became safe to call in 1.86 was refused by 1.80). Skipped, and
-# said, when the toolchain cannot be installed.
-msrv=$(awk -F'"' '/^rust-version/ {print $2; exit}' Cargo.toml)
-if command -v rustup >/dev/null &&
-    timeout 600 rustup toolchain install "$msrv" --profile minimal >/dev/null 2>&1; then
-    (cd "$tmp" && CARGO_TARGET_DIR="$tmp/target" rustup run "$msrv" cargo check -q -p scalevfs -p scalevfs-hostfs --lib)
-    echo "scalevfs and scalevfs-hostfs compile with Rust $msrv"
-else
-    echo "check-msrv: Rust $msrv could not be installed; the engine was not compiled with it" >&2
-fi
+# Then each member compiled with the toolchain of the rust-version it declares, where rustup
+# can install it, against the same fresh resolution: what the metadata cannot show is the
+# project's own code on an older std (an intrinsic that became safe to call in 1.86 was
+# refused by 1.80), or a dependency whose declared rust-version is wrong (`ignore` 0.4.30
+# declares an older one but needs 1.88). Libraries and binaries only, as a user builds them.
+# Skipped, and said, for a toolchain that cannot be installed.
+(cd "$tmp" && cargo metadata -q --no-deps --format-version 1) |
+    python3 -c 'import json,sys
+for p in json.load(sys.stdin)["packages"]:
+    print(p["rust_version"], p["name"])' | sort >"$tmp/members"
+for v in $(cut -d" " -f1 "$tmp/members" | uniq); do
+    pkgs=$(awk -v v="$v" '$1 == v {printf " -p %s", $2}' "$tmp/members")
+    if command -v rustup >/dev/null &&
+        timeout 600 rustup toolchain install "$v" --profile minimal >/dev/null 2>&1; then
+        # shellcheck disable=SC2086 # one word per option
+        (cd "$tmp" && CARGO_TARGET_DIR="$tmp/target-$v" rustup run "$v" cargo check -q $pkgs)
+        echo "compiled with Rust $v:$pkgs"
+    else
+        echo "check-msrv: Rust $v could not be installed; not compiled with it:$pkgs" >&2
+    fi
+done
