@@ -39,18 +39,26 @@ pub fn run_threads<S>(
     let mut start = std::time::Instant::now();
     // The threads' own CPU time in their loops, summed (nanoseconds).
     let cpu = std::sync::atomic::AtomicU64::new(0);
+    let (user, sys) = (
+        std::sync::atomic::AtomicU64::new(0),
+        std::sync::atomic::AtomicU64::new(0),
+    );
     std::thread::scope(|s| {
         for i in 0..threads {
             let p = p.fork();
-            let (barrier, setup, op, cpu) = (&barrier, &setup, &op, &cpu);
+            let (barrier, setup, op, cpu, user, sys) = (&barrier, &setup, &op, &cpu, &user, &sys);
             s.spawn(move || {
                 let state = setup(&p, i);
                 barrier.wait();
                 let t = thread_cpu_ns();
+                let (u0, s0) = thread_user_sys_ns();
                 for k in 0..n {
                     op(&p, &state, k);
                 }
                 cpu.fetch_add(thread_cpu_ns() - t, std::sync::atomic::Ordering::Relaxed);
+                let (u1, s1) = thread_user_sys_ns();
+                user.fetch_add(u1 - u0, std::sync::atomic::Ordering::Relaxed);
+                sys.fetch_add(s1 - s0, std::sync::atomic::Ordering::Relaxed);
             });
         }
         barrier.wait();
@@ -61,10 +69,12 @@ pub fn run_threads<S>(
         let ops = n * threads as u64;
         println!(
             "{threads} threads x {n} {what}: {:.2}M/s total, {:.1} ns per thread, \
-             {:.1} ns of CPU per op",
+             {:.1} ns of CPU per op ({:.0} user, {:.0} system)",
             ops as f64 / el / 1e6,
             el * 1e9 / n as f64,
-            cpu.into_inner() as f64 / ops as f64
+            cpu.into_inner() as f64 / ops as f64,
+            user.into_inner() as f64 / ops as f64,
+            sys.into_inner() as f64 / ops as f64
         );
     }
 }
@@ -74,6 +84,21 @@ pub fn run_threads<S>(
 /// (a busy host's steal: the wall clock rises alone).
 /// Read through the C library, as `scripts/icount.sh` runs these programs under valgrind
 /// (rustix's own vDSO reader fails there).
+/// The calling thread's CPU time split into user and system time, in nanoseconds
+/// (`getrusage(RUSAGE_THREAD)`, at the kernel's accounting resolution): it tells what a
+/// second thread costs in the engine (user) from what it costs in the host's calls
+/// (system), as hostfs's loops make both.
+pub fn thread_user_sys_ns() -> (u64, u64) {
+    // SAFETY: an all-zero rusage is valid, and `r` is a valid rusage for the call to fill.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) } != 0 {
+        return (0, 0);
+    }
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    (ns(r.ru_utime), ns(r.ru_stime))
+}
+
 pub fn thread_cpu_ns() -> u64 {
     let mut t = libc::timespec {
         tv_sec: 0,
