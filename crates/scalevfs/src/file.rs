@@ -607,7 +607,7 @@ const DIR_KEYS: usize = if cfg!(loom) { 2 } else { 32 };
 
 /// The directory keys of the descriptions in the first [`DIR_KEYS`] slots, for a reader
 /// with no guard: `fstatat(dirfd, ...)` answered from the path cache
-/// (`Process::stat_cached_at`), which needs only the key of `dirfd`'s directory, and used
+/// (`Process::cache_key`), which needs only the key of `dirfd`'s directory, and used
 /// to pin the epoch and read the slot for it (a third of the call).
 ///
 /// # Mechanism

@@ -55,14 +55,19 @@
 //! cached `stat` runs with no epoch guard ([`read_hit`]): its key is made of values the
 //! process publishes under a sequence counter (ids and addresses, compared and never
 //! dereferenced), and everything it dereferences (the dentry's counter, the inode) is
-//! kept by the entry, which only its own thread can drop. An entry's inode is at most
+//! kept by the entry, which only its own thread can drop. An entry also keeps the
+//! credentials its walk was made with (a strong count on the process's `Arc`); the key
+//! names them by an id that no other credentials ever get, so a hit under a process's
+//! current key has that process's current credentials at hand with no guard, which is
+//! how an `open` is answered with none ([`EntryView::creds`]). An entry's inode is at most
 //! the memory of one inode kept past its unlink until the entry is replaced: its
 //! contents go with their last hold as before (`Inode::holds`). The mounts are keyed by
 //! their ids, never reused in a namespace.
 //! The root needs no reference: a process's root is always its namespace's root dentry
 //! (there is no `chroot`), which lives as long as the namespace, and the namespace's id
 //! (never reused) is in the key. Nor does an absolute path's start, which is the root. So
-//! an insertion writes no line that other threads share but its final dentry's count. It keeps the
+//! an insertion writes no line that other threads share but its final dentry's count and
+//! its credentials' count (shared only by threads that share one `Process`). It keeps the
 //! final mount's index in the mount table snapshot, not the mount:
 //! the index is used only while the mount sequence count is unchanged, so the snapshot it
 //! indexes is still the current one. All counters are 64 bits: an entry may sit unused for
@@ -71,6 +76,7 @@
 use crate::dentry::{DPtr, DRef, Dentry, IPtr};
 use crate::inode::Inode;
 use crate::name::path_hash;
+use crate::types::Creds;
 use std::cell::RefCell;
 use std::sync::Arc;
 
@@ -134,6 +140,9 @@ struct Entry {
     links: u32,
     /// A relative path's start directory (see "What protects each field").
     _start: Option<DRef>,
+    /// The credentials of the walk (those the key's `creds` id names; see
+    /// [`EntryView::creds`]).
+    creds: Option<Arc<Creds>>,
 }
 
 /// One set: the ways' path hashes (0 for an empty way) beside their entries, so a probe
@@ -265,11 +274,39 @@ pub(crate) fn lookup(key: &Key, path: &[u8], hash: u64, gen: u64, mount_seq: u64
 /// method can be forced inline on every hit path (a closure was left out of line on some).
 pub(crate) trait ReadHit {
     type Out;
-    /// Reads the answer from the entry's inode (on a file system of device number `dev`),
-    /// then checks the counters (the final dentry `d`'s against `seq`, its count at
-    /// insertion; the namespace generation; the mount sequence): `None` if one moved.
-    /// Must not call into this module.
-    fn answer(&self, inode: &Inode, dev: u64, d: &Dentry, seq: u64) -> Option<Self::Out>;
+    /// Reads the answer from the entry (`e`), then checks the counters (the final
+    /// dentry's against its count at insertion; the namespace generation; the mount
+    /// sequence): `None` if one moved. Must not call into this module, nor drop what might
+    /// (a reference it took is handed out in `Out` instead).
+    fn answer(&self, e: EntryView<'_>) -> Option<Self::Out>;
+
+    /// Whether `out` is a hit the caller uses, which is counted as one; an answer handed
+    /// out only to be dropped is not.
+    #[inline(always)]
+    fn used(_out: &Self::Out) -> bool {
+        true
+    }
+}
+
+/// What a hit's [`ReadHit::answer`] may read of its entry, all kept alive by the entry's
+/// own references while the answer runs.
+#[derive(Clone, Copy)]
+pub(crate) struct EntryView<'a> {
+    /// The final dentry's inode when the walk was validated (see `Entry::inode`).
+    pub inode: &'a Arc<Inode>,
+    /// Its file system's device number.
+    pub dev: u64,
+    /// The final dentry, and its sequence count at insertion.
+    pub d: &'a Dentry,
+    pub seq: u64,
+    /// The final mount, as [`Hit::mnt_idx`]: `usize::MAX` for the namespace's root mount.
+    pub mnt_idx: usize,
+    /// The credentials the walk was made with. The key holds their id, which no other
+    /// credentials ever have (`process::CredsBox`), and a process's key carries the id of
+    /// its current credentials: so on a hit under a process's key these are that
+    /// process's credentials, as current as the key was read. `None` only if the walk had
+    /// none to keep (no entry is made then).
+    pub creds: Option<&'a Arc<Creds>>,
 }
 
 /// Looks `path` up like [`lookup`] and, on a hit, answers with `h` from the entry's inode,
@@ -287,7 +324,9 @@ pub(crate) fn read_hit<H: ReadHit>(
     h: H,
 ) -> Option<H::Out> {
     let r = probe(key, path, hash, gen, mount_seq, Answer(h))?;
-    count(true);
+    if H::used(&r) {
+        count(true);
+    }
     Some(r)
 }
 
@@ -323,7 +362,14 @@ impl<H: ReadHit> OnEntry for Answer<H> {
 
     #[inline(always)]
     fn read(self, e: &Entry) -> Option<H::Out> {
-        self.0.answer(&e.inode, e.dev, &e.d, e.seq)
+        self.0.answer(EntryView {
+            inode: &e.inode,
+            dev: e.dev,
+            d: &e.d,
+            seq: e.seq,
+            mnt_idx: e.mnt_idx,
+            creds: e.creds.as_ref(),
+        })
     }
 }
 
@@ -392,6 +438,7 @@ pub(crate) fn insert(
     inode: IPtr<'_>,
     dev: u64,
     links: u32,
+    creds: Option<&Arc<Creds>>,
 ) {
     debug_assert_eq!(hash, path_hash(path));
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
@@ -445,6 +492,7 @@ pub(crate) fn insert(
         dev,
         links,
         _start: start,
+        creds: creds.cloned(),
     });
     let old = TABLE
         .try_with(|t| {

@@ -97,6 +97,9 @@ pub(crate) struct Ctx<'g> {
     pub creds: &'g Creds,
     /// Identity of `creds` for the path cache; 0 for credentials that are not cached.
     pub creds_id: u64,
+    /// `creds` as the process keeps them, for the path-cache entries a walk makes; `None`
+    /// with `creds_id` 0.
+    pub creds_arc: Option<&'g Arc<Creds>>,
     pub guard: &'g Guard,
 }
 
@@ -947,6 +950,7 @@ mod loom_models {
                     root: root.ptr(),
                     creds: &creds,
                     creds_id: 0,
+                    creds_arc: None,
                     guard: &g,
                 };
                 if let Ok(at_root) = Pos::at(vfs.root_mount(), root.ptr(), false, &g) {

@@ -45,8 +45,8 @@ impl Process {
             if let Some(st) = self.stat_cached_by(dirfd, path, hash, wf.follow) {
                 return Ok(st);
             }
-        } else if let Some(st) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
-            return Ok(st);
+        } else if let Some(r) = self.stat_cached_checked(dirfd, path, hash, wf.follow) {
+            return r;
         }
         // The path cache was probed above (outside check mode), and missed.
         self.at(dirfd, path, |cx, start| {
@@ -57,27 +57,13 @@ impl Process {
         .map(|s| s.0)
     }
 
-    /// `stat` answered by this thread's path cache with no epoch guard, or `None` (then the
-    /// guarded path decides): `path` is absolute or relative to the working directory.
-    /// The key comes from [`KeyIds`], the inode from the entry's own strong count
-    /// ([`pathcache::read_hit`]); the answer stands if, after the inode was read, the
-    /// final dentry's sequence count, the namespace generation and the mount sequence are
-    /// still those the entry was made at, as for a guarded hit ([`Cached::still_valid`]).
-    /// In check mode see [`Process::stat_cached_checked`].
-    #[inline(always)]
-    fn stat_cached(&self, path: &[u8], hash: u64, follow: bool) -> Option<Stat> {
-        let ids = self.ids.get()?;
-        let (start, start_mnt) = if path[0] == b'/' {
-            (ids.root, ids.root_mnt)
-        } else {
-            (ids.cwd, ids.cwd_mnt)
-        };
-        self.stat_cached_from(&ids, start, start_mnt, path, hash, follow)
-    }
-
-    /// The path cache's answer for `fstatat(dirfd, path)`, if it has one: by
-    /// [`Process::stat_cached`] for an absolute or cwd-relative path, by
-    /// [`Process::stat_cached_at`] under a descriptor.
+    /// `fstatat(dirfd, path)` answered by this thread's path cache with no epoch guard, or
+    /// `None` (then the guarded path decides). The key comes from [`Process::cache_key`],
+    /// the inode from the entry's own strong count ([`pathcache::read_hit`]); the answer
+    /// stands if, after the inode was read, the final dentry's sequence count, the
+    /// namespace generation and the mount sequence are still those the entry was made at,
+    /// as for a guarded hit ([`Cached::still_valid`]). In check mode see
+    /// [`Process::stat_cached_checked`].
     #[inline(always)]
     fn stat_cached_by(
         &self,
@@ -86,45 +72,38 @@ impl Process {
         hash: u64,
         follow: bool,
     ) -> Option<Stat> {
-        if dirfd.is_cwd() || path[0] == b'/' {
-            self.stat_cached(path, hash, follow)
-        } else {
-            self.stat_cached_at(dirfd, path, hash, follow)
-        }
+        let (key, unmoved) = self.cache_key(dirfd, path, follow)?;
+        pathcache::read_hit(&key, path, hash, unmoved.gen, unmoved.ms, unmoved)
     }
 
-    /// [`Process::stat_cached`] for a relative `path` under the directory descriptor
-    /// `dirfd` (W3's `fstatat`). The key is the one the guarded walk files its entry under
-    /// (`WholePath::new`: the descriptor's dentry and mount as the start), and addresses in
-    /// it are only compared. The descriptor's directory key ([`Desc::dir_key`]) takes no
-    /// reference, and for the first descriptors and handles no guard either: it was the
-    /// description's at a moment during the call, and an entry of this thread's path cache
-    /// under that address holds that same directory (see `file::DirKeys`).
+    /// The path-cache key of a walk of `path` under `dirfd`, and the counters a hit is
+    /// checked against, all read with no epoch guard; `None` if they cannot be now. An
+    /// absolute or cwd-relative path takes the root or the working directory from
+    /// [`KeyIds`]. Under a descriptor, the start is the one the guarded walk files its
+    /// entry under (`WholePath::new`: the descriptor's dentry and mount), from the
+    /// descriptor's directory key ([`Desc::dir_key`]), which takes no reference, and for
+    /// the first descriptors and handles no guard either: it was the description's at a
+    /// moment during the call, and an entry of this thread's path cache under that address
+    /// holds that same directory (see `file::DirKeys`). Addresses in the key are only
+    /// compared.
     #[inline(always)]
-    fn stat_cached_at(
+    pub(super) fn cache_key(
         &self,
         dirfd: impl Desc,
         path: &[u8],
-        hash: u64,
         follow: bool,
-    ) -> Option<Stat> {
-        let (d, mnt) = dirfd.dir_key(&self.files)?;
-        let ids = self.ids.get()?;
-        self.stat_cached_from(&ids, d as *const Dentry, mnt, path, hash, follow)
-    }
-
-    /// The path cache's answer for `path` from the start `start` in mount `start_mnt`
-    /// (see [`Process::stat_cached`]).
-    #[inline(always)]
-    fn stat_cached_from(
-        &self,
-        ids: &Ids,
-        start: *const Dentry,
-        start_mnt: u64,
-        path: &[u8],
-        hash: u64,
-        follow: bool,
-    ) -> Option<Stat> {
+    ) -> Option<(pathcache::Key, StatIfUnmoved<'_>)> {
+        let (ids, start, start_mnt) = if dirfd.is_cwd() || path[0] == b'/' {
+            let ids = self.ids.get()?;
+            if path[0] == b'/' {
+                (ids, ids.root, ids.root_mnt)
+            } else {
+                (ids, ids.cwd, ids.cwd_mnt)
+            }
+        } else {
+            let (d, mnt) = dirfd.dir_key(&self.files)?;
+            (self.ids.get()?, d as *const Dentry, mnt)
+        };
         let vfs = &*self.vfs;
         let gen = ns_changes().snapshot()?;
         let ms = vfs.mount_seq().read_begin()?;
@@ -137,12 +116,14 @@ impl Process {
             start_mnt,
             follow,
         };
-        pathcache::read_hit(&key, path, hash, gen, ms, StatIfUnmoved { vfs, gen, ms })
+        Some((key, StatIfUnmoved { vfs, gen, ms }))
     }
 
-    /// Check mode: [`Process::stat_cached_by`]'s answer, if it has one, compared with what
+    /// Check mode: if [`Process::stat_cached_by`] has an answer, it is compared with what
     /// the locked walk finds after it (the same object), unless the namespace changed
-    /// meanwhile (`walk::compare`).
+    /// meanwhile (`walk::compare`), and the call answers as the locked walk did, where it
+    /// gave an answer: a disagreement that a change elsewhere excused is not the cached
+    /// answer's to win.
     #[cold]
     fn stat_cached_checked(
         &self,
@@ -150,7 +131,7 @@ impl Process {
         path: &[u8],
         hash: u64,
         follow: bool,
-    ) -> Option<Stat> {
+    ) -> Option<Result<Stat>> {
         let before = effects::reading();
         let st = self.stat_cached_by(dirfd, path, hash, follow)?;
         let locked = self
@@ -162,8 +143,13 @@ impl Process {
                 })())
             })
             .unwrap_or_else(|e| Err(Fail::Err(e)));
+        let answer = match &locked {
+            Ok(s) => Ok(s.0),
+            Err(Fail::Err(e)) if *e != Errno::RESTART => Err(*e),
+            Err(_) => Ok(st),
+        };
         walk::compare(&self.vfs, before, &Ok(StatOf(st)), locked);
-        Some(st)
+        Some(answer)
     }
 
     /// Resolves `path` to the object it names and runs `f` on its inode and file system inside
@@ -297,13 +283,14 @@ impl Process {
         // between attempts (see `unpin`).
         self.at(dirfd, path, |cx, start| {
             let real = checked(cx.creds);
-            let (creds, creds_id) = match &real {
-                Some(r) => (r, 0),
-                None => (cx.creds, cx.creds_id),
+            let (creds, creds_id, creds_arc) = match &real {
+                Some(r) => (r, 0, None),
+                None => (cx.creds, cx.creds_id, cx.creds_arc),
             };
             let cx = Ctx {
                 creds,
                 creds_id,
+                creds_arc,
                 ..*cx
             };
             Self::with_final(&cx, start, path, hash, wf.follow, false, |i, fs| {
@@ -865,24 +852,33 @@ impl Process {
     }
 }
 
-/// A path-cache hit's answer for `stat` (see [`Process::stat_cached`]): the inode's
+/// A path-cache hit's answer for `stat` (see [`Process::stat_cached_by`]): the inode's
 /// attributes, if the counters the hit was checked at have not moved since.
-struct StatIfUnmoved<'a> {
-    vfs: &'a Vfs,
+pub(super) struct StatIfUnmoved<'a> {
+    pub(super) vfs: &'a Vfs,
     /// The namespace generation and the mount sequence the hit was checked at.
-    gen: u64,
-    ms: u64,
+    pub(super) gen: u64,
+    pub(super) ms: u64,
+}
+
+impl StatIfUnmoved<'_> {
+    /// Whether the hit `e` still stands, after what was read of it: its final dentry's
+    /// count, the namespace generation and the mount sequence are those it was made at
+    /// (as a guarded hit's `Cached::still_valid`).
+    #[inline(always)]
+    pub(super) fn unmoved(&self, e: pathcache::EntryView<'_>) -> bool {
+        !e.d.seq.read_retry(e.seq)
+            && ns_changes().snapshot() == Some(self.gen)
+            && !self.vfs.mount_seq().read_retry(self.ms)
+    }
 }
 
 impl pathcache::ReadHit for StatIfUnmoved<'_> {
     type Out = Stat;
 
     #[inline(always)]
-    fn answer(&self, inode: &Inode, dev: u64, d: &Dentry, seq: u64) -> Option<Stat> {
-        let st = inode.stat(dev);
-        (!d.seq.read_retry(seq)
-            && ns_changes().snapshot() == Some(self.gen)
-            && !self.vfs.mount_seq().read_retry(self.ms))
-        .then_some(st)
+    fn answer(&self, e: pathcache::EntryView<'_>) -> Option<Stat> {
+        let st = e.inode.stat(e.dev);
+        self.unmoved(e).then_some(st)
     }
 }

@@ -82,7 +82,10 @@ struct FsCtx {
 
 /// Credentials with an identity for the path cache: every value published gets a new id.
 struct CredsBox {
-    creds: Creds,
+    /// Shared with the path-cache entries made under these credentials (see
+    /// `pathcache::Entry`), so that an open answered from the cache with no epoch guard
+    /// checks permissions against them.
+    creds: Arc<Creds>,
     id: u64,
 }
 
@@ -90,7 +93,7 @@ impl CredsBox {
     fn new(creds: Creds) -> CredsBox {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         CredsBox {
-            creds,
+            creds: Arc::new(creds),
             id: NEXT.fetch_add(1, Relaxed),
         }
     }
@@ -99,7 +102,7 @@ impl CredsBox {
 /// What a path-cache key takes from a process (`pathcache::Key`): the root, the working
 /// directory, their mounts' ids and the credentials' id, as plain values that are compared,
 /// never dereferenced, so a cached `stat` reads them with no epoch guard
-/// ([`Process::stat_cached`]). Written with `ctx` and `creds`, under `ctx_lock`, in a
+/// ([`Process::stat_cached_by`]). Written with `ctx` and `creds`, under `ctx_lock`, in a
 /// write section of `seq`; read under `seq`.
 struct KeyIds {
     seq: SeqCount,
@@ -645,6 +648,7 @@ impl<'g> WholePath<'g> {
                     inode,
                     p.mnt.dev(),
                     links,
+                    cx.creds_arc,
                 );
             }
         }
@@ -830,6 +834,7 @@ impl Process {
             root: ctx.root.d.ptr(),
             creds: self.creds_ref(&guard),
             creds_id: self.creds_box(&guard).id,
+            creds_arc: Some(&self.creds_box(&guard).creds),
             guard: &guard,
         };
         f(&cx, start)
@@ -1201,7 +1206,7 @@ mod tests {
         assert_eq!(fs.statfs().ffree, free - 1);
     }
 
-    /// `stat` answered by the path cache with no epoch guard (`stat_cached`) follows the
+    /// `stat` answered by the path cache with no epoch guard (`stat_cached_by`) follows the
     /// working directory, the credentials and the file: after `chdir` a relative path is
     /// looked up from the new directory, after `set_creds` the new credentials' search
     /// permission decides, and the attributes, an unlink and a new file under the name
@@ -1283,6 +1288,70 @@ mod tests {
         let st = p.stat("/b/f").unwrap();
         assert_eq!((st.size, st.ino == ino), (3, false), "the new file");
         assert_eq!(size(&p, "/b/f"), Ok(3));
+    }
+
+    /// An `open` answered from the path cache with no guard (`open_cached_unpinned`)
+    /// checks the file's permissions against the credentials the process has now: those
+    /// kept by the entry are always the key's, and a `set_creds` changes the key.
+    #[test]
+    fn a_guardless_cached_open_checks_the_current_credentials() {
+        let vfs = Vfs::new_memfs();
+        let root = vfs.process(Creds::root());
+        root.write_file("/f", b"x").unwrap();
+        root.chown("/f", None, Some(1000)).unwrap();
+        root.chmod("/f", 0o640).unwrap();
+        let q = vfs.process(Creds::user(1000, 1000, vec![]));
+        let hits = || pathcache::thread_stats().hits;
+        let open = |how: OFlags| q.open("/f", how, 0).and_then(|fd| q.close(fd));
+        for _ in 0..2 {
+            assert_eq!(open(OFlags::RDONLY), Ok(()), "the group may read");
+        }
+        let before = hits();
+        assert_eq!(open(OFlags::RDONLY), Ok(()));
+        assert_eq!(open(OFlags::WRONLY), Err(Errno::EACCES), "but not write");
+        assert_eq!(hits(), before + 2, "both answered from the cache");
+        q.set_creds(Creds::user(1001, 1001, vec![]));
+        for _ in 0..3 {
+            assert_eq!(
+                open(OFlags::RDONLY),
+                Err(Errno::EACCES),
+                "others may not read"
+            );
+        }
+        q.set_creds(Creds::user(1001, 1001, vec![1000]));
+        for _ in 0..3 {
+            assert_eq!(open(OFlags::RDONLY), Ok(()), "a supplementary group may");
+        }
+        root.chmod("/f", 0o600).unwrap();
+        assert_eq!(
+            open(OFlags::RDONLY),
+            Err(Errno::EACCES),
+            "the mode as it is now"
+        );
+        root.chmod("/f", 0o640).unwrap();
+        let before = hits();
+        assert_eq!(open(OFlags::RDONLY), Ok(()));
+        assert_eq!(hits(), before + 1);
+        // The name replaced while its file is still open (so the entry's inode can still
+        // be held): the name's new file, and after an unlink, none.
+        let size = || {
+            let fd = q.open("/f", OFlags::RDONLY, 0)?;
+            let st = q.fstat(fd);
+            q.close(fd)?;
+            st.map(|s| s.size)
+        };
+        let keep = root.open("/f", OFlags::RDONLY, 0).unwrap();
+        root.write_file("/g", b"yy").unwrap();
+        root.chown("/g", None, Some(1000)).unwrap();
+        root.chmod("/g", 0o640).unwrap();
+        root.rename("/g", "/f").unwrap();
+        assert_eq!(size(), Ok(2), "the file renamed over the name");
+        assert_eq!(size(), Ok(2));
+        let keep2 = root.open("/f", OFlags::RDONLY, 0).unwrap();
+        root.unlink("/f").unwrap();
+        assert_eq!(size(), Err(Errno::ENOENT), "unlinked, though open");
+        root.close(keep).unwrap();
+        root.close(keep2).unwrap();
     }
 
     /// `open` of an existing object answers from the path cache, and every change that

@@ -3,6 +3,49 @@
 
 use super::*;
 
+/// What [`OpenIfUnmoved`] made of a hit.
+enum Opened {
+    /// The description, and the hit still stands.
+    Ok(NewFile),
+    /// `may_open`'s answer, and the hit still stands.
+    Refused(Errno),
+    /// A description made before the hit was found moved: to drop outside the probe.
+    Stale(NewFile),
+}
+
+/// [`Process::open_cached_unpinned`]'s answer from a path-cache entry.
+struct OpenIfUnmoved<'a> {
+    unmoved: attr::StatIfUnmoved<'a>,
+    flags: OFlags,
+}
+
+impl pathcache::ReadHit for OpenIfUnmoved<'_> {
+    type Out = Opened;
+
+    #[inline(always)]
+    fn answer(&self, e: pathcache::EntryView<'_>) -> Option<Opened> {
+        let creds = e.creds?;
+        if e.mnt_idx != usize::MAX || e.inode.mode() & S_IFMT != S_IFREG {
+            return None;
+        }
+        let mnt = self.unmoved.vfs.root_mount();
+        if let Err(err) = Process::may_open(e.inode, &mnt.fs, self.flags, creds) {
+            return self.unmoved.unmoved(e).then_some(Opened::Refused(err));
+        }
+        let of = NewFile::new(mnt, None, e.inode.clone(), self.flags)?;
+        Some(if self.unmoved.unmoved(e) {
+            Opened::Ok(of)
+        } else {
+            Opened::Stale(of)
+        })
+    }
+
+    #[inline(always)]
+    fn used(out: &Opened) -> bool {
+        !matches!(out, Opened::Stale(_))
+    }
+}
+
 /// How many times an open is tried again when its object was replaced behind the engine
 /// (see `open_description`).
 const STALE_RETRIES: u32 = 8;
@@ -57,6 +100,25 @@ impl Process {
         if flags.contains(OFlags::PATH) {
             flags = flags & (OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC);
         }
+        // An open of an existing object hashes the path once, for the path cache (here
+        // with no guard, and in `open_existing`); a create's walk hashes what it needs.
+        let existing = !flags.intersects(OFlags::CREAT | OFlags::TMPFILE);
+        let hash = if existing {
+            crate::name::path_hash(path)
+        } else {
+            0
+        };
+        if existing && !flags.contains(OFlags::TRUNC) && !self.vfs.check_mode() {
+            if let Some(r) = self.open_cached_unpinned(dirfd, path, hash, flags) {
+                let of = r?;
+                match Self::open_stored_data(&of) {
+                    Ok(()) => return Ok(of),
+                    // Replaced behind the engine: the walks below ask again (see below).
+                    Err(Errno::ESTALE) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         let mut tries = 0;
         loop {
             let r = self.at(dirfd, path, |cx, start| {
@@ -65,7 +127,7 @@ impl Process {
                 } else if flags.contains(OFlags::CREAT) {
                     self.open_creat(cx, start, path, flags, mode)
                 } else {
-                    self.open_existing(cx, start, path, flags)
+                    self.open_existing(cx, start, path, hash, flags)
                 }
             });
             // A file system that revalidates (hostfs, shared policy) found the name naming
@@ -88,6 +150,7 @@ impl Process {
         cx: &Ctx<'_>,
         start: Start<'_>,
         path: &[u8],
+        hash: u64,
         flags: OFlags,
     ) -> Result<NewFile> {
         let wf = Flags::object(!flags.contains(OFlags::NOFOLLOW));
@@ -101,7 +164,7 @@ impl Process {
             });
         }
         // The path cache first (check mode compares walks above, and leaves it alone).
-        let whole = WholePath::new(cx, start, path, crate::name::path_hash(path), wf.follow);
+        let whole = WholePath::new(cx, start, path, hash, wf.follow);
         if whole.cacheable && !cx.vfs.check_mode() {
             let answer = Self::open_cached(cx, &whole, path, flags);
             pathcache::count(answer.is_some());
@@ -248,20 +311,56 @@ impl Process {
         if of.is_path() {
             return Ok(());
         }
-        if matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
-            if let Err(e) = of.stored_fd() {
-                if e == Errno::ESTALE && of.mnt.fs.revalidates() {
-                    of.inode.set_valid_until(0);
-                }
-                return Err(e);
-            }
-        }
+        Self::open_stored_data(of)?;
         if of.flags.contains(OFlags::TRUNC) && of.inode.mode() & S_IFMT == S_IFREG {
             // `O_RDONLY | O_TRUNC` truncates too, but not through a read-only descriptor.
             let fd = of.data_fd_if_open().filter(|_| of.flags.writable());
             self.truncate_inode(&of.mnt.fs, &of.inode, 0, creds, true, fd)?;
         }
         Ok(())
+    }
+
+    /// [`Process::finish_open`]'s first step, all of it for an open without `O_TRUNC`: a
+    /// stored file's data is opened with the description (not for `O_PATH`).
+    fn open_stored_data(of: &OpenFile) -> Result<()> {
+        if of.is_path() || !matches!(of.inode.contents, crate::inode::Contents::Stored(_)) {
+            return Ok(());
+        }
+        of.stored_fd().map(drop).inspect_err(|&e| {
+            if e == Errno::ESTALE && of.mnt.fs.revalidates() {
+                of.inode.set_valid_until(0);
+            }
+        })
+    }
+
+    /// `open` of an existing regular file answered by this thread's path cache with no
+    /// epoch guard, as a cached `stat` is ([`Process::stat_cached_by`]): `None` when the cache
+    /// has no valid entry for it, or the entry is not a regular file in the namespace's
+    /// root mount (then the guarded path decides). Everything used is kept by the entry:
+    /// the inode by its strong count, the credentials by theirs (those of the key, which
+    /// is made of the process's current ones, see `pathcache::EntryView::creds`), and the
+    /// mount is the namespace's, which the process keeps and which is never unmounted. The
+    /// description is made, holding the inode, before the entry's counters are checked
+    /// again, as `open_cached` does under a guard; a description made from a hit that no
+    /// longer stands is handed out of the probe and dropped there.
+    fn open_cached_unpinned(
+        &self,
+        dirfd: impl Desc,
+        path: &[u8],
+        hash: u64,
+        flags: OFlags,
+    ) -> Option<Result<NewFile>> {
+        let follow = !flags.contains(OFlags::NOFOLLOW);
+        let (key, unmoved) = self.cache_key(dirfd, path, follow)?;
+        let (gen, ms) = (unmoved.gen, unmoved.ms);
+        match pathcache::read_hit(&key, path, hash, gen, ms, OpenIfUnmoved { unmoved, flags })? {
+            Opened::Ok(of) => Some(Ok(of)),
+            Opened::Refused(e) => Some(Err(e)),
+            Opened::Stale(of) => {
+                drop(of);
+                None
+            }
+        }
     }
 
     pub(super) fn open_creat(
@@ -349,6 +448,7 @@ impl Process {
                                 d: parent.d,
                             },
                             rest,
+                            crate::name::path_hash(rest),
                             flags,
                         );
                     }
