@@ -1352,6 +1352,19 @@ mod tests {
         assert_eq!(size(), Err(Errno::ENOENT), "unlinked, though open");
         root.close(keep).unwrap();
         root.close(keep2).unwrap();
+        // An `O_DIRECTORY` open files its walk under the path's own hash (`O_TMPFILE`
+        // includes `O_DIRECTORY`'s bit, and once made the open take it for a create's),
+        // so a `stat` of the same path finds it.
+        root.mkdir("/d", 0o755).unwrap();
+        for _ in 0..2 {
+            let fd = root
+                .open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0)
+                .unwrap();
+            root.close(fd).unwrap();
+        }
+        let before = hits();
+        root.stat("/d").unwrap();
+        assert_eq!(hits(), before + 1, "the open's entry");
     }
 
     /// `open` of an existing object answers from the path cache, and every change that

@@ -102,7 +102,8 @@ impl Process {
         }
         // An open of an existing object hashes the path once, for the path cache (here
         // with no guard, and in `open_existing`); a create's walk hashes what it needs.
-        let existing = !flags.intersects(OFlags::CREAT | OFlags::TMPFILE);
+        // (`contains`, not `intersects`: `O_TMPFILE` includes `O_DIRECTORY`'s bit.)
+        let existing = !flags.contains(OFlags::CREAT) && !flags.contains(OFlags::TMPFILE);
         let hash = if existing {
             crate::name::path_hash(path)
         } else {
