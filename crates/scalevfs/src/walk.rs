@@ -64,6 +64,7 @@ use crate::errno::Errno;
 use crate::inode::Inode;
 use crate::mount::{key, Mount, MountHold, MountTable};
 use crate::name::{check_len, scan, Component};
+use crate::process::CredsBox;
 use crate::sync::effects;
 use crate::types::limits::MAXSYMLINKS;
 use crate::types::Creds;
@@ -95,12 +96,18 @@ pub(crate) struct Ctx<'g> {
     pub root_mnt: &'g Arc<Mount>,
     pub root: DPtr<'g>,
     pub creds: &'g Creds,
-    /// Identity of `creds` for the path cache; 0 for credentials that are not cached.
-    pub creds_id: u64,
-    /// `creds` as the process keeps them, for the path-cache entries a walk makes; `None`
-    /// with `creds_id` 0.
-    pub creds_arc: Option<&'g Arc<Creds>>,
+    /// `creds` as the process keeps them, with their identity for the path cache; `None`
+    /// for credentials that are not cached (a one-off `access` set).
+    pub cached_creds: Option<&'g CredsBox>,
     pub guard: &'g Guard,
+}
+
+impl Ctx<'_> {
+    /// The identity of `creds` for the path cache; 0 for credentials that are not cached.
+    #[inline(always)]
+    pub fn creds_id(&self) -> u64 {
+        self.cached_creds.map_or(0, |b| b.id)
+    }
 }
 
 /// A place in the namespace: a mount, a dentry in it, the dentry's sequence count when it
@@ -949,8 +956,7 @@ mod loom_models {
                     root_mnt: vfs.root_mount(),
                     root: root.ptr(),
                     creds: &creds,
-                    creds_id: 0,
-                    creds_arc: None,
+                    cached_creds: None,
                     guard: &g,
                 };
                 if let Ok(at_root) = Pos::at(vfs.root_mount(), root.ptr(), false, &g) {

@@ -92,7 +92,7 @@ impl Process {
         dirfd: impl Desc,
         path: &[u8],
         follow: bool,
-    ) -> Option<(pathcache::Key, StatIfUnmoved<'_>)> {
+    ) -> Option<(pathcache::Key, Unmoved<'_>)> {
         let (ids, start, start_mnt) = if dirfd.is_cwd() || path[0] == b'/' {
             let ids = self.ids.get()?;
             if path[0] == b'/' {
@@ -116,7 +116,7 @@ impl Process {
             start_mnt,
             follow,
         };
-        Some((key, StatIfUnmoved { vfs, gen, ms }))
+        Some((key, Unmoved { vfs, gen, ms }))
     }
 
     /// Check mode: if [`Process::stat_cached_by`] has an answer, it is compared with what
@@ -283,14 +283,13 @@ impl Process {
         // between attempts (see `unpin`).
         self.at(dirfd, path, |cx, start| {
             let real = checked(cx.creds);
-            let (creds, creds_id, creds_arc) = match &real {
-                Some(r) => (r, 0, None),
-                None => (cx.creds, cx.creds_id, cx.creds_arc),
+            let (creds, cached_creds) = match &real {
+                Some(r) => (r, None),
+                None => (cx.creds, cx.cached_creds),
             };
             let cx = Ctx {
                 creds,
-                creds_id,
-                creds_arc,
+                cached_creds,
                 ..*cx
             };
             Self::with_final(&cx, start, path, hash, wf.follow, false, |i, fs| {
@@ -852,16 +851,18 @@ impl Process {
     }
 }
 
-/// A path-cache hit's answer for `stat` (see [`Process::stat_cached_by`]): the inode's
-/// attributes, if the counters the hit was checked at have not moved since.
-pub(super) struct StatIfUnmoved<'a> {
+/// The counters a path-cache hit was checked at, to check it against again once what it
+/// answers has been read ([`Unmoved::unmoved`]); as a [`pathcache::ReadHit`], the answer
+/// for `stat` (see [`Process::stat_cached_by`]): the inode's attributes, if they have not
+/// moved since.
+pub(super) struct Unmoved<'a> {
     pub(super) vfs: &'a Vfs,
     /// The namespace generation and the mount sequence the hit was checked at.
     pub(super) gen: u64,
     pub(super) ms: u64,
 }
 
-impl StatIfUnmoved<'_> {
+impl Unmoved<'_> {
     /// Whether the hit `e` still stands, after what was read of it: its final dentry's
     /// count, the namespace generation and the mount sequence are those it was made at
     /// (as a guarded hit's `Cached::still_valid`).
@@ -873,7 +874,7 @@ impl StatIfUnmoved<'_> {
     }
 }
 
-impl pathcache::ReadHit for StatIfUnmoved<'_> {
+impl pathcache::ReadHit for Unmoved<'_> {
     type Out = Stat;
 
     #[inline(always)]

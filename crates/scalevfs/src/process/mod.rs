@@ -81,12 +81,12 @@ struct FsCtx {
 }
 
 /// Credentials with an identity for the path cache: every value published gets a new id.
-struct CredsBox {
+pub(crate) struct CredsBox {
     /// Shared with the path-cache entries made under these credentials (see
     /// `pathcache::Entry`), so that an open answered from the cache with no epoch guard
     /// checks permissions against them.
-    creds: Arc<Creds>,
-    id: u64,
+    pub(crate) creds: Arc<Creds>,
+    pub(crate) id: u64,
 }
 
 impl CredsBox {
@@ -503,7 +503,7 @@ impl Cached<'_> {
 #[inline(always)]
 fn split_last<'a>(cx: &Ctx<'_>, path: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
     let i = path.iter().rposition(|&b| b == b'/')?;
-    if cx.creds_id == 0 || i + 1 == path.len() {
+    if cx.creds_id() == 0 || i + 1 == path.len() {
         return None;
     }
     let name = &path[i + 1..];
@@ -601,7 +601,7 @@ impl<'g> WholePath<'g> {
         WholePath {
             key: pathcache::Key {
                 vfs: cx.vfs.id,
-                creds: cx.creds_id,
+                creds: cx.creds_id(),
                 root: cx.root.as_ptr(),
                 root_mnt: cx.root_mnt.id,
                 start: kd.as_ptr(),
@@ -612,7 +612,7 @@ impl<'g> WholePath<'g> {
             hash,
             gen: ns_changes().snapshot(),
             ms: cx.vfs.mount_seq().read_begin(),
-            cacheable: cx.creds_id != 0,
+            cacheable: cx.creds_id() != 0,
         }
     }
 
@@ -648,7 +648,7 @@ impl<'g> WholePath<'g> {
                     inode,
                     p.mnt.dev(),
                     links,
-                    cx.creds_arc,
+                    cx.cached_creds.map(|b| &b.creds),
                 );
             }
         }
@@ -833,8 +833,7 @@ impl Process {
             root_mnt: &ctx.root.mnt,
             root: ctx.root.d.ptr(),
             creds: self.creds_ref(&guard),
-            creds_id: self.creds_box(&guard).id,
-            creds_arc: Some(&self.creds_box(&guard).creds),
+            cached_creds: Some(self.creds_box(&guard)),
             guard: &guard,
         };
         f(&cx, start)

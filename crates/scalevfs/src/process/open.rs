@@ -15,7 +15,7 @@ enum Opened {
 
 /// [`Process::open_cached_unpinned`]'s answer from a path-cache entry.
 struct OpenIfUnmoved<'a> {
-    unmoved: attr::StatIfUnmoved<'a>,
+    unmoved: attr::Unmoved<'a>,
     flags: OFlags,
 }
 
@@ -309,9 +309,7 @@ impl Process {
     /// What follows a successful open of an existing regular file: a stored file's data
     /// is opened (so it stays reachable if its names go), then `O_TRUNC`.
     pub(super) fn finish_open(&self, of: &OpenFile, creds: &Creds) -> Result<()> {
-        if of.is_path() {
-            return Ok(());
-        }
+        // (`O_PATH` leaves nothing to do: it opens no data, and `O_TRUNC` was masked off.)
         Self::open_stored_data(of)?;
         if of.flags.contains(OFlags::TRUNC) && of.inode.mode() & S_IFMT == S_IFREG {
             // `O_RDONLY | O_TRUNC` truncates too, but not through a read-only descriptor.
