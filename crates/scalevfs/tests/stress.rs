@@ -80,8 +80,18 @@ fn run(threads: usize, iters: usize, check: bool) {
     run_on(Vfs::new_memfs(), threads, iters, check);
 }
 
+/// `SCALEVFS_STRESS_SEED` (a number, default 0: the fixed seeds) changes every worker's
+/// sequence of operations, and `SCALEVFS_STRESS_THREADS` overrides each race's thread
+/// count, so that a soak can cover other interleavings than CI's:
+/// `for s in $(seq 1 50); do SCALEVFS_STRESS_SEED=$s cargo test --release --test stress; done`.
+fn knob(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// [`run`] on `vfs`.
 fn run_on(vfs: Arc<Vfs>, threads: usize, iters: usize, check: bool) {
+    let threads = knob("SCALEVFS_STRESS_THREADS").map_or(threads, |n| n.max(1) as usize);
+    let seed = knob("SCALEVFS_STRESS_SEED").unwrap_or(0);
     vfs.set_check_mode(check);
     let p0 = vfs.process(Creds::root());
     p0.symlink("/a/b", "/s").unwrap();
@@ -93,7 +103,9 @@ fn run_on(vfs: Arc<Vfs>, threads: usize, iters: usize, check: bool) {
             let p = p0.fork();
             let live = live.clone();
             worker(move |stop| {
-                let mut r = Rng(0x9E37_79B9_7F4A_7C15 ^ ((t as u64 + 1) * 0x1234_5678_9ABC));
+                let mut r = Rng(0x9E37_79B9_7F4A_7C15
+                    ^ ((t as u64 + 1) * 0x1234_5678_9ABC)
+                    ^ seed.wrapping_mul(0xD1B5_4A32_D192_ED03));
                 for _ in 0..iters {
                     if stop.load(Ordering::Relaxed) {
                         break;
@@ -325,7 +337,8 @@ fn shared_descriptor_table() {
         .map(|t| {
             let p = p.clone();
             std::thread::spawn(move || {
-                let mut r = Rng(0x1234_5678 + t);
+                let mut r =
+                    Rng((0x1234_5678 + t) ^ knob("SCALEVFS_STRESS_SEED").unwrap_or(0) << 32);
                 for _ in 0..20_000 {
                     let fd = Fd((r.next() % 8) as i32);
                     match r.next() % 5 {
@@ -450,7 +463,8 @@ fn nothing_is_lost_while_the_dentry_hash_grows() {
             let p = vfs.process(Creds::root());
             let made = &made;
             s.spawn(move || {
-                let mut rng = Rng(0x9E37_79B9 + r);
+                let mut rng =
+                    Rng((0x9E37_79B9 + r) ^ knob("SCALEVFS_STRESS_SEED").unwrap_or(0) << 32);
                 loop {
                     let done: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire)).collect();
                     if done.iter().all(|&d| d == per_writer) {
