@@ -50,15 +50,22 @@ per_op open_read_close 100000 orc_loop
 # inode cache capped at half of it, so that every directory is loaded again (the miss path;
 # host system calls are the kernel's and are not counted).
 per_op cold_tree_hostfs 32000 cold_tree
-# W4's walk-stat on memfs: a stat of each of 50,000 files just created (/w4/d<j>/f<k>, a
-# thousand to a directory), each path seen once, so the path cache cannot answer it: the
-# cold walk. Counted inside the phase only (callgrind's --toggle-collect), per file.
-out=$(mktemp)
-if valgrind --tool=callgrind --toggle-collect='fstree::phase_stat' --callgrind-out-file="$out" \
-    "$target/release/examples/fstree" 50 1000 >/dev/null 2>&1; then
-    echo "walk_stat_cold $(( $(awk '/^totals:/ {print $2}' "$out") / 50000 ))"
-else
-    echo "icount.sh: fstree failed under valgrind" >&2
-    echo "walk_stat_cold 0"
-fi
-rm -f "$out"
+# W4's phases on memfs, each counted inside its phase only (callgrind's --toggle-collect),
+# per file, over 50,000 files just created (/w4/d<j>/f<k>, a thousand to a directory):
+# walk_stat_cold, a stat of each path, seen once, so the path cache cannot answer it (the
+# cold walk); readdir_fstatat_cold, each directory listed (getdents) and each entry
+# fstatat'ed under the directory's descriptor.
+phase() { # name, function
+    local out
+    out=$(mktemp)
+    if valgrind --tool=callgrind --toggle-collect="fstree::$2" --callgrind-out-file="$out" \
+        "$target/release/examples/fstree" 50 1000 >/dev/null 2>&1; then
+        echo "$1 $(( $(awk '/^totals:/ {print $2}' "$out") / 50000 ))"
+    else
+        echo "icount.sh: fstree failed under valgrind" >&2
+        echo "$1 0"
+    fi
+    rm -f "$out"
+}
+phase walk_stat_cold phase_stat
+phase readdir_fstatat_cold phase_readdir
