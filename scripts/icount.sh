@@ -51,10 +51,12 @@ per_op open_read_close 100000 orc_loop
 # host system calls are the kernel's and are not counted).
 per_op cold_tree_hostfs 32000 cold_tree
 # W4's phases on memfs, each counted inside its phase only (callgrind's --toggle-collect),
-# per file, over 50,000 files just created (/w4/d<j>/f<k>, a thousand to a directory):
-# walk_stat_cold, a stat of each path, seen once, so the path cache cannot answer it (the
-# cold walk); readdir_fstatat_cold, each directory listed (getdents) and each entry
-# fstatat'ed under the directory's descriptor.
+# per file, over 50,000 files (/w4/d<j>/f<k>, a thousand to a directory): create_cold,
+# each created and closed (with its directory's mkdir); walk_stat_cold, a stat of each
+# path, seen once, so the path cache cannot answer it (the cold walk);
+# readdir_fstatat_cold, each directory listed (getdents) and each entry fstatat'ed under
+# the directory's descriptor; remove_cold, each unlinked (with its directory's rmdir,
+# which drops the negative entries the unlinks left).
 phase() { # name, function
     local out
     out=$(mktemp)
@@ -67,5 +69,7 @@ phase() { # name, function
     fi
     rm -f "$out"
 }
+phase create_cold phase_create
 phase walk_stat_cold phase_stat
 phase readdir_fstatat_cold phase_readdir
+phase remove_cold phase_remove

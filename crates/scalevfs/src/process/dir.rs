@@ -296,16 +296,11 @@ impl Process {
 
     /// Empties a directory being removed: drops its negative children and marks it dead.
     /// The caller holds its lock and checked that it has no positive child.
-    pub(super) fn kill_dir(fs: &SuperBlock, st: &mut DirState, guard: &Guard) {
-        let negs: Vec<_> = st.children.values().copied().collect();
-        for n in negs {
-            // SAFETY: hashed children are alive while we hold the directory lock, and the
-            // children map keeps their allocations' pointers.
-            let nd = unsafe { DPtr::new(n) };
-            debug_assert!(nd.get().inode(guard).is_none());
-            fs.dcache.d_drop(nd, st);
-            fs.negative_gone(1);
-        }
+    pub(super) fn kill_dir(fs: &SuperBlock, st: &mut DirState) {
+        let n = fs
+            .dcache
+            .d_drop_negatives(st, &mut crate::dentry::DeadBatch::default());
+        fs.negative_gone(n as i64);
         effect(|| st.dead = true);
     }
 
@@ -354,7 +349,7 @@ impl Process {
             fs.store_remove(dir_inode, c.bytes, &victim)?;
             // Cached walks may pass through the directory (or `..` from it).
             let ns = NsChange::begin();
-            Self::kill_dir(fs, locks.get(vdir), cx.guard);
+            Self::kill_dir(fs, locks.get(vdir));
             fs.dcache.d_drop(d, locks.get(dirm));
             drop(ns);
             drop(locks);

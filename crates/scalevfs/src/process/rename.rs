@@ -262,7 +262,7 @@ impl Process {
                         if let Some(vd) = victim_dir {
                             let vst = locks.get(vd);
                             debug_assert_eq!(vst.positive, 0, "checked above");
-                            Self::kill_dir(fs, vst, g);
+                            Self::kill_dir(fs, vst);
                             replaced_dir = true;
                         }
                         fs.dcache.d_drop(nd, locks.get(d2m));
