@@ -631,9 +631,20 @@ impl HostFs {
     /// attributes the host reports now, and one whose type changed under its number is a
     /// new object (the old node is taken out). Then the cache is trimmed to its cap.
     fn list(&self, fd: &Arc<OwnedFd>) -> Result<Listing> {
-        let mut list = rfs::Dir::read_from(&**fd).map_err(host)?;
+        // A descriptor of its own (the directory's is shared, and with it its offset),
+        // read with `getdents64` into one buffer, each name borrowed from it: `rfs::Dir`
+        // made a `CString` of every name (about 300 instructions an entry).
+        let dir = rfs::openat(
+            &**fd,
+            c".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(host)?;
+        let mut buf: Vec<u8> = Vec::with_capacity(LIST_BUF);
+        let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
         let mut out = Vec::new();
-        while let Some(e) = list.read() {
+        while let Some(e) = list.next() {
             let e = e.map_err(host)?;
             let name = e.file_name().to_bytes();
             if name == b"." || name == b".." {
@@ -1574,6 +1585,10 @@ impl FileSystem for HostFs {
 fn xattr_name(name: &[u8]) -> Result<std::ffi::CString> {
     std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)
 }
+
+/// Bytes of `getdents64` output a listing reads at a time (`HostFs::list`): room for 117
+/// entries of the longest names (280 bytes each), and for over a thousand short ones.
+const LIST_BUF: usize = 32 * 1024;
 
 /// How an extended-attribute call reaches a host object (see `HostFs::on_host`).
 enum HostObj<'a> {

@@ -1841,3 +1841,30 @@ fn an_unlinked_object_held_by_a_path_handle_gets_its_new_owner() {
         assert_eq!(got_owner, want_owner, "{name}");
     }
 }
+
+/// A host directory whose listing takes several reads (`HostFs::list` reads 32 KiB of
+/// entries at a time): 600 names of 200 bytes and 600 short ones, about 145 KiB. Every name
+/// is listed once, and each is the object the host has under it.
+#[test]
+fn a_listing_of_many_reads_has_every_name_once() {
+    let s = Scratch::new("biglist");
+    let d = s.0.join("d");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..600 {
+        std::fs::write(d.join(format!("{i:0>200}")), i.to_string()).unwrap();
+        std::fs::write(d.join(format!("s{i}")), b"").unwrap();
+    }
+    let vfs = serve_rw(&s.0);
+    let p = vfs.process(Creds::root());
+    let names = engine_names(&p, "/d");
+    assert_eq!(names.len(), 1200);
+    assert_eq!(names, host_names(&d));
+    for i in [0, 299, 599] {
+        let path = format!("/d/{i:0>200}");
+        assert_eq!(p.read_file(&path).unwrap(), i.to_string().as_bytes());
+        let ino = std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(d.join(format!("{i:0>200}"))).unwrap(),
+        );
+        assert_eq!(p.stat(&path).unwrap().ino, ino);
+    }
+}
