@@ -958,7 +958,8 @@ impl DHash {
     /// Removes a child from the hash and its directory and drops the hash's reference. The
     /// caller holds the parent's lock; `d` came from a lookup in it (or its children).
     pub fn d_drop(&self, d: DPtr<'_>, dir: &mut crate::inode::DirState) {
-        self.take_out(d, dir);
+        effect(|| self.unhash(&d));
+        Self::unchild(&d, dir);
         // SAFETY: the hash owned one count on every hashed dentry; it gives it up here.
         // `d` has its allocation's provenance.
         drop(unsafe { DRef::from_raw(d.p) });
@@ -983,12 +984,7 @@ impl DHash {
             // index keeps their allocations' pointers.
             let d = unsafe { DPtr::new(p) };
             debug_assert!(d.inode.load(Relaxed).is_null(), "a child is positive");
-            effect(|| {
-                d.seq.write_begin();
-                d.flags.fetch_or(UNHASHED, Release);
-                self.unlink(&d);
-                d.seq.write_end();
-            });
+            effect(|| self.unhash(&d));
             if d.cold.refs.try_kill_sole() {
                 // SAFETY: unhashed, and out of the index below, so no new reader finds it;
                 // we won the dead CAS with the hash's count, so no one else frees it;
@@ -1004,16 +1000,15 @@ impl DHash {
         n
     }
 
-    /// Unhashes `d` and takes it out of its directory, a change of the namespace; the
-    /// caller holds the parent's lock and then gives up the hash's reference.
-    fn take_out(&self, d: DPtr<'_>, dir: &mut crate::inode::DirState) {
-        effect(|| {
-            d.seq.write_begin();
-            d.flags.fetch_or(UNHASHED, Release);
-            self.unlink(&d);
-            d.seq.write_end();
-        });
-        Self::unchild(&d, dir);
+    /// Marks `d` unhashed and takes it off its chain, in a write section of its sequence
+    /// counter (a lockless reader standing on it retries). The caller holds the parent's
+    /// lock, and then takes `d` out of its directory's index and gives up the hash's count.
+    #[inline]
+    fn unhash(&self, d: &Dentry) {
+        d.seq.write_begin();
+        d.flags.fetch_or(UNHASHED, Release);
+        self.unlink(d);
+        d.seq.write_end();
     }
 
     /// Takes `d` out of its directory's children and counts (`positive`, `subdirs`); the
@@ -1042,10 +1037,7 @@ impl DHash {
         if !d.cold.refs.try_kill_sole() {
             return false;
         }
-        d.seq.write_begin();
-        d.flags.fetch_or(UNHASHED, Release);
-        self.unlink(&d);
-        d.seq.write_end();
+        self.unhash(&d);
         Self::unchild(&d, dir);
         // SAFETY: unhashed and out of its directory, so no new reader finds it; we won the
         // dead CAS with the hash's count, so no one else frees it; `free_dead` after a grace

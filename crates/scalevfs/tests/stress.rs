@@ -88,10 +88,15 @@ fn knob(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
+/// `SCALEVFS_STRESS_SEED`, 0 when unset.
+fn seed() -> u64 {
+    knob("SCALEVFS_STRESS_SEED").unwrap_or(0)
+}
+
 /// [`run`] on `vfs`.
 fn run_on(vfs: Arc<Vfs>, threads: usize, iters: usize, check: bool) {
     let threads = knob("SCALEVFS_STRESS_THREADS").map_or(threads, |n| n.max(1) as usize);
-    let seed = knob("SCALEVFS_STRESS_SEED").unwrap_or(0);
+    let seed = seed();
     vfs.set_check_mode(check);
     let p0 = vfs.process(Creds::root());
     p0.symlink("/a/b", "/s").unwrap();
@@ -337,8 +342,7 @@ fn shared_descriptor_table() {
         .map(|t| {
             let p = p.clone();
             std::thread::spawn(move || {
-                let mut r =
-                    Rng((0x1234_5678 + t) ^ knob("SCALEVFS_STRESS_SEED").unwrap_or(0) << 32);
+                let mut r = Rng((0x1234_5678 + t) ^ seed() << 32);
                 for _ in 0..20_000 {
                     let fd = Fd((r.next() % 8) as i32);
                     match r.next() % 5 {
@@ -463,8 +467,7 @@ fn nothing_is_lost_while_the_dentry_hash_grows() {
             let p = vfs.process(Creds::root());
             let made = &made;
             s.spawn(move || {
-                let mut rng =
-                    Rng((0x9E37_79B9 + r) ^ knob("SCALEVFS_STRESS_SEED").unwrap_or(0) << 32);
+                let mut rng = Rng((0x9E37_79B9 + r) ^ seed() << 32);
                 loop {
                     let done: Vec<usize> = made.iter().map(|m| m.load(Ordering::Acquire)).collect();
                     if done.iter().all(|&d| d == per_writer) {
