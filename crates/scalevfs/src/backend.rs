@@ -88,6 +88,32 @@
 //!   holds). Loom: `dentry::loom_models::eviction_races_a_lockless_hold`, with the twin
 //!   that checks the count and then drops.
 //!
+//! # Names one at a time
+//! Loading a directory whole suits a store whose every miss is a round trip, but not a
+//! directory larger than a capped cache: it would hold the whole directory past the cap
+//! until a sweep, and after each sweep the next miss would list it whole again (a scan of
+//! its names was quadratic). So a file system that can answer for one name
+//! ([`FileSystem::looks_up_names`]; hostfs) does, where the cache is capped and keeps no
+//! TTL (`SuperBlock::by_name`):
+//! - A lookup ([`SuperBlock::lock_named`], from the locked walk) in a directory not loaded
+//!   loads it whole as before, unless the listing has more names than a quarter of the
+//!   dentry cap: then nothing is installed, and the directory is marked `DirState::big`.
+//!   In a big directory not loaded, a lookup of a name the cache does not hold asks
+//!   [`FileSystem::lookup`] for that name alone and caches the answer (a positive entry,
+//!   or a negative one); a listing or a change still loads the directory whole, and the
+//!   load skips the names already cached. The sweep then keeps the cache within its cap.
+//! - The ask follows the load protocol: one caller per directory at a time (`loading`),
+//!   no lock held; for a file system whose lookups are slow
+//!   ([`FileSystem::quick_lookups`] false) the call is made after the operation let its
+//!   guard go (`unpin`); hostfs's (one `fstatat`) are made in place.
+//! - The answer needs no validation for the reason a load's needs none: nothing changes
+//!   a directory not loaded, nor one being loaded.
+//! - A missing name whose negative entry the cap on negative entries refuses is kept as
+//!   this thread's last answer ([`Absent`]), which the same thread may trust while the
+//!   directory is still not loaded and no sweep has started since: the directory changes
+//!   only once loaded, and is unloaded again only by a sweep that started after its load.
+//!   Without it the operation, started again, would ask for ever.
+//!
 //! # Revalidation
 //! A file system whose storage others may change (hostfs's shared policy) gives a TTL
 //! ([`CacheOptions::ttl`]). Each inode then carries a deadline (`Inode::expired`, 32 bits
@@ -144,8 +170,9 @@
 //! admissions.
 //!
 //! # What protects each field
-//! `DirState::unloaded`, `DirState::loading`, `DirState::stale` and `DirState::loaded_at`
-//! are read and written only under the directory lock. An inode's deadline is a relaxed
+//! `DirState::unloaded`, `DirState::loading`, `DirState::stale`, `DirState::loaded_at`
+//! and `DirState::big` are read and written only under the directory lock. [`Absent`] is
+//! thread-local. An inode's deadline is a relaxed
 //! atomic outside every lock: it is advice, read by the fast walk to decide whether to
 //! fall back and written after each load or revalidation; a reader that sees an old value
 //! either revalidates once more or answers from entries that were valid within the TTL. `sweeping` (one sweeper at a time), `sweeps`,
@@ -168,6 +195,7 @@ use crate::sync::StripedCounter;
 use crate::sync::{Mutex, MutexGuard};
 use crate::types::{StatFs, Timespec, XattrFlags};
 use crate::unpin::{self, Call};
+use crossbeam_epoch::Guard;
 use std::cell::Cell;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
@@ -247,6 +275,34 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     fn load_dir(&self, dir: &Inode) -> Result<Listing> {
         let _ = dir;
         Err(crate::errno::Errno::EIO)
+    }
+
+    /// Whether the file system answers for one name at a time ([`FileSystem::lookup`]).
+    /// The engine then asks it so, rather than load a whole directory, where its cache is
+    /// capped and keeps no TTL (see "Names one at a time"). Read once.
+    fn looks_up_names(&self) -> bool {
+        false
+    }
+
+    /// What the name `name` in the directory `dir` is (`None`: nothing), for a file system
+    /// that [`FileSystem::looks_up_names`]: `name` is one component (not empty, no `/` or
+    /// NUL, not `.` or `..`, at most `NAME_MAX` bytes), and the inode returned is the one
+    /// a listing of `dir` would give for it. Called with no lock held, by one caller at a
+    /// time per directory (as [`FileSystem::load_dir`]), while `dir` is not loaded.
+    ///
+    /// Errors: storage's (`EIO`, `EACCES`, ...); `ENOSYS` if the file system does not look
+    /// names up one at a time.
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        let _ = (dir, name);
+        Err(Errno::ENOSYS)
+    }
+
+    /// Whether [`FileSystem::lookup`] is quick (a local system call or two: microseconds),
+    /// so that the engine may ask it where the caller is, with its epoch guard pinned,
+    /// rather than let the operation go and start again (see `unpin`). A store whose
+    /// every answer is a round trip says no. Read once.
+    fn quick_lookups(&self) -> bool {
+        false
     }
 
     /// For a file system with a TTL policy ([`CacheOptions::ttl`]): whether the loaded
@@ -627,6 +683,11 @@ pub struct SuperBlock {
     stores: bool,
     /// [`FileSystem::reuses_inode_numbers`], read once.
     reuses_ino: bool,
+    /// Whether a lookup in a directory not loaded asks the file system for the one name
+    /// (see "Names one at a time"): [`FileSystem::looks_up_names`], a capped cache, no TTL.
+    by_name: bool,
+    /// [`FileSystem::quick_lookups`], read once.
+    quick_lookups: bool,
     /// Where callers wait for another's load of a directory.
     loads: Waiters,
     /// [`CacheOptions::max_dentries`] (never set for a complete file system).
@@ -691,6 +752,11 @@ impl SuperBlock {
             read_only: ops.read_only(),
             stores: ops.writes_through(),
             reuses_ino: ops.reuses_inode_numbers(),
+            by_name: !ops.complete()
+                && ops.looks_up_names()
+                && opts.max_dentries.is_some()
+                && opts.ttl.is_none(),
+            quick_lookups: ops.quick_lookups(),
             // A complete file system never loads: one queue, never used.
             loads: Waiters::new(if ops.complete() { 1 } else { LOAD_QUEUES }),
             max_dentries: opts.max_dentries.filter(|_| !ops.complete()),
@@ -1017,6 +1083,182 @@ impl SuperBlock {
         }
     }
 
+    /// Whether a locked lookup goes through [`SuperBlock::lock_named`] (see "Names one at
+    /// a time"). Never for memfs.
+    #[inline(always)]
+    pub(crate) fn by_name(&self) -> bool {
+        self.by_name
+    }
+
+    /// Locks the directory `d` (whose inode is `inode`, and `m` its state) for a lookup
+    /// of `c`, on a file system that looks names up one at a time (see "Names one at a
+    /// time"): as [`SuperBlock::lock_dir`], except that a directory not loaded is not
+    /// loaded for it. If the cache does not hold `c` there, the file system is asked for
+    /// `c` alone (with no lock held, after the operation let its guard go: see `unpin`),
+    /// and its answer is cached; then the directory is locked and the cache answers. A
+    /// directory being loaded is waited for. `Named::Absent`: `c` does not exist, and no
+    /// negative entry records it (their cap was full).
+    ///
+    /// Errors: the file system's.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn lock_named<'i>(
+        self: &Arc<Self>,
+        d: DPtr<'_>,
+        inode: &Inode,
+        m: &'i Mutex<DirState>,
+        c: &crate::name::Component<'_>,
+        guard: &Guard,
+    ) -> Result<Named<'i>> {
+        if !unpin::restarted() {
+            self.shrink();
+        }
+        loop {
+            let st = m.lock();
+            if !st.loading {
+                // Loaded, or its answer cached, or not to be asked (a name too long is
+                // refused by the caller; a removed directory holds nothing): the cache.
+                if !st.unloaded
+                    || st.dead
+                    || c.bytes.len() > crate::types::limits::NAME_MAX
+                    || self.dcache.lookup_locked(&d, c, guard).is_some()
+                {
+                    return Ok(Named::Cached(st));
+                }
+                if !st.big {
+                    // Loaded whole, unless it proves too large.
+                    drop(st);
+                    self.load_as(d, inode, false)?;
+                    continue;
+                }
+                if self.absent(inode, c.bytes) {
+                    return Ok(Named::Absent);
+                }
+                if self.quick_lookups {
+                    // Asked here, under the caller's guard; a load under way is waited
+                    // for with none (below).
+                    drop(st);
+                    self.load_name_now(d, inode, c.bytes, false)?;
+                    continue;
+                }
+            }
+            drop(st);
+            self.load_name(d, inode, c.bytes)?;
+        }
+    }
+
+    /// Whether this thread's last [`Absent`] answer is for `name` in `inode` (a directory
+    /// not loaded, whose lock the caller holds) and still right: no sweep started since
+    /// it came. A directory not loaded changes only once loaded, and becomes not loaded
+    /// again only by a sweep that started after its load; so while no sweep has started,
+    /// a directory found not loaded has not changed since the answer.
+    fn absent(&self, inode: &Inode, name: &[u8]) -> bool {
+        ABSENT.with(|a| {
+            a.borrow().as_ref().is_some_and(|a| {
+                std::ptr::eq(&*a.dir, inode)
+                    && *a.name == *name
+                    && a.sweeps == self.sweeps.load(Relaxed)
+            })
+        })
+    }
+
+    /// Asks the file system for `name` in the directory `d` (whose inode is `inode`), not
+    /// loaded, and caches the answer (see [`SuperBlock::lock_named`]); or waits for the
+    /// load under way there. As [`SuperBlock::load`], inside an operation that may start
+    /// again the call is recorded and made after its guard went (`Errno::RESTART`).
+    #[cold]
+    fn load_name(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode, name: &[u8]) -> Result<()> {
+        let call = || {
+            let held = DRef::try_get(d)?;
+            let object = d.inode_arc(&crossbeam_epoch::pin())?;
+            if !std::ptr::eq(&*object, inode) {
+                return None;
+            }
+            let (fs, name) = (self.clone(), Box::<[u8]>::from(name));
+            Some(Call::new(object, move |inode, first| {
+                if first {
+                    fs.shrink();
+                }
+                fs.load_name_now(held.ptr(), inode, &name, true)?;
+                // Nothing is fresh: without a TTL nothing is due.
+                Ok(false)
+            }))
+        };
+        match unpin::defer(call) {
+            Some(e) => Err(e),
+            None => self.load_name_now(d, inode, name, true),
+        }
+    }
+
+    /// [`SuperBlock::load_name`], made now: one caller at a time per directory asks (its
+    /// `loading`, as a load's), the others wait. Nothing changes a directory not loaded
+    /// (every change loads it first) nor one being loaded, so the answer is cached as
+    /// given: a positive entry, or a negative one if the cap on them admits it, else this
+    /// thread's [`Absent`] answer. Without `wait`, a load under way is not waited for (the
+    /// caller holds a guard): this returns, and the caller finds it.
+    fn load_name_now(&self, d: DPtr<'_>, inode: &Inode, name: &[u8], wait: bool) -> Result<()> {
+        let m = inode.dir().ok_or(Errno::ENOTDIR)?;
+        // As in `load_now`: the children installed own a count on `d`.
+        let Some(_held) = DRef::try_get(d) else {
+            return Err(Errno::ENOENT);
+        };
+        let c = scan(name);
+        let key = load_key(m);
+        loop {
+            let mut st = m.lock();
+            if !st.loading {
+                if !st.unloaded
+                    || st.dead
+                    || self
+                        .dcache
+                        .lookup_locked(&d, &c, &crossbeam_epoch::pin())
+                        .is_some()
+                {
+                    return Ok(());
+                }
+                st.loading = true;
+                break;
+            }
+            drop(st);
+            if !wait {
+                return Ok(());
+            }
+            self.loads.wait(key, || !m.lock().loading);
+        }
+        let done = Loading {
+            m,
+            loads: &self.loads,
+            key,
+        };
+        let found = self.ops.lookup(inode, name)?;
+        let mut st = m.lock();
+        if dropped(d) {
+            // As in `load_now`: out of the namespace, it gets no children.
+            st.unloaded = false;
+            st.dead = true;
+            return Ok(());
+        }
+        match found {
+            Some(child) => {
+                self.dcache.d_alloc(d, &c, Some(child), &mut st);
+            }
+            None if self.negative_admit() => {
+                self.dcache.d_alloc(d, &c, None, &mut st);
+            }
+            None => {
+                let sweeps = self.sweeps.load(Relaxed);
+                let dir = d.inode_arc(&crossbeam_epoch::pin());
+                if let Some(dir) = dir.filter(|i| std::ptr::eq(&**i, inode)) {
+                    let name = name.into();
+                    ABSENT.with(|a| *a.borrow_mut() = Some(Absent { dir, name, sweeps }));
+                }
+            }
+        }
+        drop(st);
+        drop(done);
+        Ok(())
+    }
+
     /// Whether the loaded directory `inode` (whose state `st` the caller holds) must be
     /// revalidated before it is used, or waited for: only with a TTL. A directory the
     /// engine removed (`dead`) has nothing to revalidate: it holds nothing and never will,
@@ -1073,6 +1315,13 @@ impl SuperBlock {
     /// Errors: the file system's (see [`FileSystem::load_dir`]).
     #[cold]
     pub(crate) fn load(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode) -> Result<()> {
+        self.load_as(d, inode, true)
+    }
+
+    /// [`SuperBlock::load`], for a caller that needs all of the directory (`whole`: a
+    /// listing, a change) or only wants one name found (a lookup, see "Names one at a
+    /// time": a directory found too large is then not installed, and is marked `big`).
+    fn load_as(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode, whole: bool) -> Result<()> {
         let fresh = unpin::is_fresh(inode);
         if fresh {
             let m = inode.dir().ok_or(Errno::ENOTDIR)?;
@@ -1081,16 +1330,16 @@ impl SuperBlock {
                 return Ok(());
             }
         }
-        match unpin::defer(|| self.load_call(d, inode)) {
+        match unpin::defer(|| self.load_call(d, inode, whole)) {
             Some(e) => Err(e),
-            None => self.load_now(d, inode, fresh),
+            None => self.load_now(d, inode, fresh, whole),
         }
     }
 
     /// [`SuperBlock::load`] of `d` as a call for after the guard, holding what it needs;
     /// `None` if `d` died, or no longer has `inode` (then the load, made in place, finds
     /// out).
-    fn load_call(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode) -> Option<Call> {
+    fn load_call(self: &Arc<Self>, d: DPtr<'_>, inode: &Inode, whole: bool) -> Option<Call> {
         let held = DRef::try_get(d)?;
         let object = d.inode_arc(&crossbeam_epoch::pin())?;
         if !std::ptr::eq(&*object, inode) {
@@ -1103,14 +1352,14 @@ impl SuperBlock {
             if first {
                 fs.shrink();
             }
-            fs.load_now(held.ptr(), inode, false)?;
+            fs.load_now(held.ptr(), inode, false, whole)?;
             Ok(true)
         }))
     }
 
     /// [`SuperBlock::load`], made now; `fresh`: this operation revalidated `inode`
     /// already, so its deadline counts as met.
-    fn load_now(&self, d: DPtr<'_>, inode: &Inode, fresh: bool) -> Result<()> {
+    fn load_now(&self, d: DPtr<'_>, inode: &Inode, fresh: bool, whole: bool) -> Result<()> {
         let m = inode.dir().ok_or(Errno::ENOTDIR)?;
         // The caller found `d` under a guard, or under a lock it has let go: a change may
         // have dropped it since (an rmdir, a revalidation that found its name gone) and,
@@ -1120,11 +1369,15 @@ impl SuperBlock {
         let Some(_held) = DRef::try_get(d) else {
             return Err(Errno::ENOENT);
         };
-        let key = m as *const Mutex<DirState> as usize >> 6;
+        let key = load_key(m);
         let (revalidate, force) = loop {
             let mut st = m.lock();
             if !st.loading {
                 if st.unloaded {
+                    // Too large to load for a lookup: it looks the name up alone.
+                    if !whole && st.big {
+                        return Ok(());
+                    }
                     st.loading = true;
                     break (false, false);
                 }
@@ -1137,19 +1390,6 @@ impl SuperBlock {
             drop(st);
             self.loads.wait(key, || !m.lock().loading);
         };
-        /// Ends the load however it ends: clears `loading` and wakes the waiters, also
-        /// when the file system panics.
-        struct Loading<'a> {
-            m: &'a Mutex<DirState>,
-            loads: &'a Waiters,
-            key: usize,
-        }
-        impl Drop for Loading<'_> {
-            fn drop(&mut self) {
-                self.m.lock().loading = false;
-                self.loads.wake(self.key);
-            }
-        }
         let done = Loading {
             m,
             loads: &self.loads,
@@ -1194,6 +1434,16 @@ impl SuperBlock {
             None => e,
         })?;
         let mut st = m.lock();
+        if !whole && self.by_name && entries.len() as u64 > self.max_dentries.unwrap_or(0) / 4 {
+            // Too large for the cache to hold for a lookup (see "Names one at a time"):
+            // nothing is installed, and lookups here ask for their names alone. The
+            // listing's objects go with it, once the locks are let go.
+            st.big = true;
+            drop(st);
+            drop(done);
+            drop(entries);
+            return Ok(());
+        }
         if dropped(d) {
             // Taken out of the namespace while it was listed (its name went on the host):
             // it gets no children (each would own a count on it), and nothing more can be
@@ -1610,6 +1860,50 @@ impl SuperBlock {
     }
 }
 
+/// Ends a load (of a directory, or of one name in it) however it ends: clears `loading`
+/// and wakes the waiters, also when the file system panics.
+struct Loading<'a> {
+    m: &'a Mutex<DirState>,
+    loads: &'a Waiters,
+    key: usize,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.m.lock().loading = false;
+        self.loads.wake(self.key);
+    }
+}
+
+/// The wait-queue key of a directory's loads: its state's address.
+fn load_key(m: &Mutex<DirState>) -> usize {
+    m as *const Mutex<DirState> as usize >> 6
+}
+
+/// A name that a lookup of one name found absent in a directory not loaded, when no
+/// negative entry could record it (the cap on negative entries was full): what the
+/// operation that asked learns when it runs again (see "Names one at a time").
+struct Absent {
+    /// The directory, held so that its address names it while this is kept.
+    dir: Arc<Inode>,
+    name: Box<[u8]>,
+    /// Sweeps started when the answer came ([`SuperBlock::sweeps`]).
+    sweeps: u64,
+}
+
+thread_local! {
+    /// This thread's last [`Absent`] answer.
+    static ABSENT: std::cell::RefCell<Option<Absent>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What [`SuperBlock::lock_named`] found.
+pub(crate) enum Named<'i> {
+    /// The directory locked: look the name up in the cache, which is right for it.
+    Cached(MutexGuard<'i, DirState>),
+    /// The name does not exist, and no entry records it.
+    Absent,
+}
+
 /// One sweep's counts, carried through its CLOCK passes ([`SuperBlock::sweep`]).
 #[derive(Default)]
 struct SweepPass {
@@ -1726,6 +2020,8 @@ mod tests {
         /// Every revalidation of an object's attributes answers that its name names
         /// another object now (a backend that keeps answering stale).
         always_stale: std::sync::atomic::AtomicBool,
+        /// Lookups of one name asked ([`FileSystem::lookup`]).
+        lookups: AtomicUsize,
     }
 
     impl Probe {
@@ -1746,6 +2042,29 @@ mod tests {
         dirs: HashMap<u64, Vec<(&'static str, u64, u32)>>,
         next: AtomicU64,
         probe: Arc<Probe>,
+        /// Whether it looks names up one at a time (`Some`), and if so whether quickly.
+        by_name: Option<bool>,
+    }
+
+    impl TreeFs {
+        /// The object numbered `ino`, of type `mode`, as a load or a lookup gives it.
+        fn object(ino: u64, mode: u32) -> Arc<Inode> {
+            // Stored a while ago: an access now is due to touch atime (relatime).
+            let t = Timespec {
+                sec: Timespec::now().sec - 10,
+                nsec: 0,
+            };
+            if mode & S_IFMT == S_IFDIR {
+                dir_inode(ino)
+            } else if mode & S_IFMT == S_IFLNK {
+                let body = Contents::Symlink(LINK_TARGET.into());
+                // atime = mtime = ctime: a first follow is due to touch atime.
+                Arc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
+            } else {
+                let data = Contents::File(RwLock::new(FileData::default()));
+                Arc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
+            }
+        }
     }
 
     const ROOT: u64 = 1;
@@ -1825,27 +2144,27 @@ mod tests {
                 started.send(()).unwrap();
                 go.recv().unwrap();
             }
-            // Stored a while ago: an access now is due to touch atime (relatime).
-            let t = Timespec {
-                sec: Timespec::now().sec - 10,
-                nsec: 0,
-            };
             Ok(self.dirs[&dir.ino]
                 .iter()
-                .map(|&(name, ino, mode)| {
-                    let inode = if mode & S_IFMT == S_IFDIR {
-                        dir_inode(ino)
-                    } else if mode & S_IFMT == S_IFLNK {
-                        let body = Contents::Symlink(LINK_TARGET.into());
-                        // atime = mtime = ctime: a first follow is due to touch atime.
-                        Arc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
-                    } else {
-                        let data = Contents::File(RwLock::new(FileData::default()));
-                        Arc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
-                    };
-                    (name.as_bytes().to_vec(), inode)
-                })
+                .map(|&(name, ino, mode)| (name.as_bytes().to_vec(), Self::object(ino, mode)))
                 .collect())
+        }
+        fn looks_up_names(&self) -> bool {
+            self.by_name.is_some()
+        }
+        fn quick_lookups(&self) -> bool {
+            self.by_name == Some(true)
+        }
+        fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+            assert!(self.by_name.is_some(), "asked for a name one at a time");
+            if self.by_name == Some(false) {
+                self.probe.call();
+            }
+            self.probe.lookups.fetch_add(1, SeqCst);
+            Ok(self.dirs[&dir.ino]
+                .iter()
+                .find(|e| e.0.as_bytes() == name)
+                .map(|&(_, ino, mode)| Self::object(ino, mode)))
         }
     }
 
@@ -1870,6 +2189,7 @@ mod tests {
             dirs,
             next: AtomicU64::new(100_000),
             probe: probe.clone(),
+            by_name: None,
         };
         let opts = CacheOptions {
             hash_buckets: 256,
@@ -1878,6 +2198,148 @@ mod tests {
             ttl,
         };
         (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
+    }
+
+    /// The tree of [`tree`], with `/a` holding also `f0` to `f199`, looked up one name at
+    /// a time (quickly or not), its cache capped at `max_dentries` and its negative entries
+    /// at `max_negative`.
+    fn tree_by_name(
+        quick: bool,
+        max_dentries: u64,
+        max_negative: Option<u64>,
+    ) -> (Arc<Vfs>, Arc<Probe>) {
+        let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
+        let mut a = vec![("b", B, dir), ("x", 10, file)];
+        for i in 0..200u64 {
+            let name: &'static str = Box::leak(format!("f{i}").into_boxed_str());
+            a.push((name, 1000 + i, file));
+        }
+        let probe = Arc::new(Probe::default());
+        let fs = TreeFs {
+            dirs: HashMap::from([
+                (ROOT, vec![("a", A, dir), ("d", D, dir)]),
+                (A, a),
+                (B, vec![("c", 11, file)]),
+                (D, vec![]),
+            ]),
+            next: AtomicU64::new(100_000),
+            probe: probe.clone(),
+            by_name: Some(quick),
+        };
+        let opts = CacheOptions {
+            hash_buckets: 256,
+            max_negative,
+            max_dentries: Some(max_dentries),
+            ttl: None,
+        };
+        (Vfs::new(SuperBlock::new(Box::new(fs), opts)), probe)
+    }
+
+    /// Loads of whole directories so far.
+    fn all_loads(probe: &Probe) -> usize {
+        probe.loads.lock().values().sum()
+    }
+
+    /// With a capped cache, a lookup asks for its one name (with no guard pinned, unless
+    /// the file system says its lookups are quick) and caches the answer, positive or
+    /// negative; nothing loads a whole directory but a listing or a change, which then
+    /// adds what was not cached.
+    #[test]
+    fn a_capped_cache_asks_for_one_name() {
+        for quick in [false, true] {
+            // A cap of 400: `/a` (202 names) is more than a quarter of it.
+            let (vfs, probe) = tree_by_name(quick, 400, None);
+            let p = vfs.process(Creds::root());
+            let lookups = || probe.lookups.load(SeqCst);
+            assert_eq!(p.stat("/a/x").unwrap().ino, 10);
+            // `/` is loaded whole; `/a` is listed once, found too large, and not kept.
+            assert_eq!((lookups(), all_loads(&probe)), (1, 2));
+            assert_eq!(vfs.root_fs().stats().dentries, 3, "a, d and x");
+            assert_eq!(p.stat("/a/x").unwrap().ino, 10);
+            assert_eq!(p.stat("/a/b/c").unwrap().ino, 11);
+            assert_eq!(
+                (lookups(), all_loads(&probe)),
+                (2, 3),
+                "b alone; `/a/b` whole"
+            );
+            assert_eq!(p.stat("/a/nope").unwrap_err(), Errno::ENOENT);
+            assert_eq!(p.stat("/a/nope").unwrap_err(), Errno::ENOENT);
+            assert_eq!(p.stat("/a/b/c/d").unwrap_err(), Errno::ENOTDIR);
+            assert_eq!(
+                lookups(),
+                3,
+                "one lookup of the missing name, then its entry"
+            );
+            if !quick {
+                assert_eq!(probe.pinned.load(SeqCst), 0, "a lookup asked under a guard");
+            }
+            // A listing loads the directory whole, once, and lists each name once.
+            let mut names: Vec<Vec<u8>> = p
+                .read_dir("/a")
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            names.sort();
+            assert_eq!(names.len(), 202);
+            names.dedup();
+            assert_eq!(names.len(), 202, "a name listed twice");
+            assert_eq!(all_loads(&probe), 4);
+            p.mkdir("/a/new", 0o755).unwrap();
+            assert!(p.stat("/a/new").unwrap().is_dir());
+            assert_eq!(p.stat("/a/f199").unwrap().ino, 1199);
+            assert_eq!((lookups(), all_loads(&probe)), (3, 4));
+        }
+    }
+
+    /// A lookup of one name found missing when the cap on negative entries is full is
+    /// answered `ENOENT` and asked once per call, though no entry records it; the answer
+    /// is not trusted once a sweep has started since (the sweep may have unloaded the
+    /// directory after a load and a change). Breaking either (asking again, or trusting
+    /// the answer across a sweep) fails the counts.
+    #[test]
+    fn a_missing_name_with_no_room_for_its_entry_is_asked_once() {
+        for quick in [false, true] {
+            let (vfs, probe) = tree_by_name(quick, 400, Some(0));
+            let p = vfs.process(Creds::root());
+            let sb = vfs.root_fs().clone();
+            assert_eq!(p.stat("/a/x").unwrap().ino, 10);
+            // The verdict on the negative cap is re-summed every `NEG_RECHECK` admissions.
+            for i in 0..2 * NEG_RECHECK {
+                assert_eq!(p.stat(format!("/a/none{i}")).unwrap_err(), Errno::ENOENT);
+            }
+            assert!(sb.negatives_full.load(Relaxed));
+            let before = probe.lookups.load(SeqCst);
+            assert_eq!(p.stat("/a/zz").unwrap_err(), Errno::ENOENT);
+            assert_eq!(
+                probe.lookups.load(SeqCst),
+                before + 1,
+                "asked more than once"
+            );
+            // Its answer is this thread's last: the next call trusts it; another name's
+            // answer replaces it.
+            assert_eq!(p.stat("/a/zz").unwrap_err(), Errno::ENOENT);
+            assert_eq!(probe.lookups.load(SeqCst), before + 1);
+            assert_eq!(p.stat("/a/yy").unwrap_err(), Errno::ENOENT);
+            assert_eq!(p.stat("/a/zz").unwrap_err(), Errno::ENOENT);
+            assert_eq!(
+                probe.lookups.load(SeqCst),
+                before + 3,
+                "no entry, so asked again"
+            );
+            // The answer stays this thread's while no sweep starts; a sweep voids it.
+            let a = p.stat("/a").unwrap();
+            let dir = {
+                let guard = crossbeam_epoch::pin();
+                let root = sb.root().ptr();
+                let d = sb.dcache.lookup_locked(&root, &scan(b"a"), &guard).unwrap();
+                d.inode_arc(&guard).unwrap()
+            };
+            assert_eq!(dir.ino, a.ino);
+            assert!(sb.absent(&dir, b"zz"));
+            sb.sweeps.fetch_add(1, Relaxed);
+            assert!(!sb.absent(&dir, b"zz"), "an answer trusted across a sweep");
+        }
     }
 
     /// The tree of [`tree`], capped at `max_dentries`, with a TTL.

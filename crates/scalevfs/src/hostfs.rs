@@ -6,7 +6,9 @@
 //! never asked to resolve a path. It is asked only what one directory holds, by
 //! descriptor: [`FileSystem::load_dir`] opens the directory relative to its parent's
 //! descriptor with `O_NOFOLLOW | O_DIRECTORY` (one component, never `..`), lists it, and
-//! `fstatat(AT_SYMLINK_NOFOLLOW)`s and `readlinkat`s each entry. So nothing a symlink or a
+//! `fstatat(AT_SYMLINK_NOFOLLOW)`s and `readlinkat`s each entry, and
+//! [`FileSystem::lookup`] (in a directory too large for a capped cache) `fstatat`s one
+//! name under the directory's descriptor. So nothing a symlink or a
 //! `..` in the tree says can reach outside it, and `/proc` magic links are only ever read
 //! as text. A regular file's data is opened the same way (`O_NOFOLLOW | O_NONBLOCK |
 //! O_NOCTTY`, relative to its directory, checked to be the same inode), when a description
@@ -650,37 +652,46 @@ impl HostFs {
             if name == b"." || name == b".." {
                 continue;
             }
-            let st = match rfs::statat(&**fd, e.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => stat_of(st),
-                // Removed on the host since the listing: not there.
-                Err(rustix::io::Errno::NOENT) => continue,
-                Err(e) => return Err(host(e)),
-            };
-            let ino = self.ino_of(st.dev, st.ino)?;
-            let node = loop {
-                let node = self.adopt(ino, (fd.clone(), name.into()), || {
-                    self.load_node(fd, e.file_name(), &st, ino)
-                })?;
-                if !self.shared {
-                    break node;
-                }
-                // A directory has one name: one found under a second was moved on the host.
-                // It becomes a new directory to the engine (an engine directory has one
-                // dentry, whose cached children are its own), and the old one, gone from
-                // the inode cache, is found gone by whoever still stands in it.
-                let moved = node.inode.is_dir() && node.names.lock().list.len() > 1;
-                if !moved && node.inode.mode() & S_IFMT == st.mode & S_IFMT {
-                    node.inode.refresh(&st);
-                    break node;
-                }
-                node.names.lock().dead = true;
-                drop(node);
-                self.forget(ino);
-            };
-            out.push((name.to_vec(), node.inode.clone()));
+            // Removed on the host since the listing: not there.
+            if let Some(inode) = self.entry(fd, e.file_name())? {
+                out.push((name.to_vec(), inode));
+            }
         }
         self.trim();
         Ok(out)
+    }
+
+    /// The engine inode of `name` in the directory `fd`, found in the inode cache or
+    /// loaded; `None` if the host has no such name. With the shared policy, an object found
+    /// cached gets the attributes the host reports now, and one whose type changed under
+    /// its number is a new object (the old node is taken out).
+    fn entry(&self, fd: &Arc<OwnedFd>, name: &CStr) -> Result<Option<Arc<Inode>>> {
+        let st = match rfs::statat(&**fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => stat_of(st),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(host(e)),
+        };
+        let ino = self.ino_of(st.dev, st.ino)?;
+        loop {
+            let node = self.adopt(ino, (fd.clone(), name.to_bytes().into()), || {
+                self.load_node(fd, name, &st, ino)
+            })?;
+            if !self.shared {
+                return Ok(Some(node.inode.clone()));
+            }
+            // A directory has one name: one found under a second was moved on the host.
+            // It becomes a new directory to the engine (an engine directory has one
+            // dentry, whose cached children are its own), and the old one, gone from
+            // the inode cache, is found gone by whoever still stands in it.
+            let moved = node.inode.is_dir() && node.names.lock().list.len() > 1;
+            if !moved && node.inode.mode() & S_IFMT == st.mode & S_IFMT {
+                node.inode.refresh(&st);
+                return Ok(Some(node.inode.clone()));
+            }
+            node.names.lock().dead = true;
+            drop(node);
+            self.forget(ino);
+        }
     }
 
     /// Before the last known name of the open regular file or directory `victim` goes: a
@@ -1080,6 +1091,24 @@ impl FileSystem for HostFs {
             self.node_of(dir)?.names.lock().seen = settled_times(&st);
         }
         self.list(&fd)
+    }
+
+    fn looks_up_names(&self) -> bool {
+        true
+    }
+
+    /// One `fstatat` (and a `openat` of the directory, the first time).
+    fn quick_lookups(&self) -> bool {
+        true
+    }
+
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        let fd = self.dir_fd(dir)?;
+        // A component holds no NUL (the walk refuses a path with one).
+        let name = std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)?;
+        let found = self.entry(&fd, &name)?;
+        self.trim();
+        Ok(found)
     }
 
     fn revalidate_dir(&self, dir: &Inode, force: bool) -> Result<Option<Listing>> {

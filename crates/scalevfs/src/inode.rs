@@ -177,6 +177,9 @@ pub struct DirState {
     /// caches"). 32 bits (compared with wrapping), so it fits beside the flags and a
     /// directory's state, and with it every inode, stays as large as before.
     pub loaded_at: u32,
+    /// Found too large to load whole for a lookup (see `backend`, "Names one at a time"):
+    /// while it is not loaded, a lookup here asks the file system for its one name.
+    pub big: bool,
 }
 
 // SAFETY: the pointers are only dereferenced under an epoch guard or with the directory

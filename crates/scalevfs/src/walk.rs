@@ -59,6 +59,7 @@
 //! (with a bucket lock nested inside, see `dentry`), or the mount lock while confirming a
 //! locked walk's mount.
 
+use crate::backend::Named;
 use crate::dentry::{DPtr, IPtr, RcuLookup, MOUNTED};
 use crate::errno::Errno;
 use crate::inode::Inode;
@@ -572,7 +573,14 @@ fn lookup_locked<'g>(ctx: &Ctx<'g>, pos: Pos<'g>, c: &Component<'_>) -> Result<P
     let inode = pos.inode()?;
     let dir = inode.dir().ok_or(Fail::Err(Errno::ENOTDIR))?;
     let fs = &pos.mnt.fs;
-    let mut st = fs.lock_dir(pos.d, inode, dir)?;
+    let mut st = if fs.by_name() {
+        match fs.lock_named(pos.d, inode, dir, c, ctx.guard)? {
+            Named::Cached(st) => st,
+            Named::Absent => return Err(Fail::Err(Errno::ENOENT)),
+        }
+    } else {
+        fs.lock_dir(pos.d, inode, dir)?
+    };
     if st.dead {
         return Err(Fail::Err(Errno::ENOENT));
     }

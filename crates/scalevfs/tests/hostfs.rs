@@ -1868,3 +1868,47 @@ fn a_listing_of_many_reads_has_every_name_once() {
         assert_eq!(p.stat(&path).unwrap().ino, ino);
     }
 }
+
+/// A directory fifteen times larger than the cache: listed once, found too large, then
+/// each lookup asks the host for its one name, so the cache stays within its cap however
+/// many of its names are looked up, and each object is loaded once per lookup that
+/// missed (loading the directory whole at every miss after a sweep was quadratic, and a
+/// first load kept all 3,000 objects cached under a cap of 200). A listing still gives every name once, and a change in the
+/// directory works.
+#[test]
+fn a_directory_larger_than_the_cache_is_looked_up_name_by_name() {
+    let cap = 200;
+    let files = 3000;
+    let (s, vfs) = scratch::capped_tree("bigdir", 1, files, cap);
+    let p = vfs.process(Creds::root());
+    let mut peak = 0;
+    for round in 0..2 {
+        for f in 0..files {
+            let rel = format!("d0/f{f}");
+            let want = rfs::lstat(s.0.join(&rel)).unwrap().st_ino;
+            assert_eq!(p.lstat(format!("/{rel}")).unwrap().ino, want, "{rel}");
+            assert_eq!(p.lstat(format!("/d0/g{f}")).unwrap_err(), Errno::ENOENT);
+            if f % 100 == 0 {
+                scalevfs::clear_thread_cache();
+                peak = peak.max(vfs.stats().root_fs.dentries);
+            }
+        }
+        let st = vfs.stats().root_fs;
+        let loads = st.inode_cache.unwrap().loads;
+        // The one listing that found `d0` too large, each file at most once a round,
+        // and the root and d0.
+        assert!(
+            loads <= (round + 2) * files as u64 + 2,
+            "{loads} objects loaded"
+        );
+    }
+    assert!(peak <= cap + cap / 8 + 2, "peak {peak} dentries, cap {cap}");
+    let names = engine_names(&p, "/d0");
+    assert_eq!(names.len(), files);
+    assert_eq!(names, host_names(&s.0.join("d0")));
+    p.write_file("/d0/new", b"x").unwrap();
+    assert_eq!(p.read_file("/d0/new").unwrap(), b"x");
+    p.unlink("/d0/f7").unwrap();
+    assert_eq!(p.lstat("/d0/f7").unwrap_err(), Errno::ENOENT);
+    assert!(!s.0.join("d0/f7").exists());
+}
