@@ -1013,7 +1013,9 @@ impl SuperBlock {
             t.set(v);
             v
         });
-        if tick % NEG_RECHECK == 0 {
+        // Under loom at every admission: the tick is a thread-local that outlives the
+        // model's executions, so re-summing every `NEG_RECHECK`th would make them differ.
+        if cfg!(loom) || tick % NEG_RECHECK == 0 {
             let cap = self
                 .max_negative
                 .unwrap_or_else(|| NEGATIVE_FLOOR + self.ops.usage().0);
@@ -3133,6 +3135,145 @@ mod loom_models {
 
     fn inode_of_y() -> Arc<Inode> {
         inode(3, S_IFREG | 0o644, Contents::Special)
+    }
+
+    /// A big directory (see "Names one at a time"), not loaded, whose storage holds `y`
+    /// once `y` is set; its lookups are quick.
+    struct Big {
+        y: Arc<crate::sync::AtomicBool>,
+    }
+
+    impl FileSystem for Big {
+        fn root_inode(&self) -> Arc<Inode> {
+            let st = DirState {
+                unloaded: true,
+                big: true,
+                ..Default::default()
+            };
+            inode(1, S_IFDIR | 0o755, Contents::Dir(Mutex::new(st)))
+        }
+        test_fs_read_only!();
+        test_fs_accounting!();
+        fn load_dir(&self, _: &Inode) -> Result<Listing> {
+            Ok(self
+                .lookup_y()
+                .into_iter()
+                .map(|i| (b"y".to_vec(), i))
+                .collect())
+        }
+        fn looks_up_names(&self) -> bool {
+            true
+        }
+        fn quick_lookups(&self) -> bool {
+            true
+        }
+        fn lookup(&self, _: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+            assert_eq!(name, b"y");
+            Ok(self.lookup_y())
+        }
+    }
+
+    impl Big {
+        fn lookup_y(&self) -> Option<Arc<Inode>> {
+            self.y.load(SeqCst).then(inode_of_y)
+        }
+    }
+
+    /// A lookup of `y` alone in a big directory races a change that loads the directory
+    /// whole, creates `y` (in storage, then in the cache: over a negative entry, or as a
+    /// new one), and then has a sweep evict `y` and unload the directory again. With
+    /// `claim`, the lookup is `SuperBlock::load_name_now`; without, it is the broken twin
+    /// that asks storage without claiming the directory (`loading`), and installs its
+    /// answer if, under the lock, the directory is still not loaded and `y` not cached.
+    /// Returns whether the cache could end up saying `y` does not exist: a negative entry,
+    /// or a loaded directory without it.
+    fn name_lookup_races_a_change(claim: bool) -> bool {
+        let wrong = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let wrong2 = wrong.clone();
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(move || {
+            let y = Arc::new(crate::sync::AtomicBool::new(false));
+            let fs = Big { y: y.clone() };
+            let opts = CacheOptions {
+                hash_buckets: 1,
+                max_negative: None,
+                max_dentries: Some(1000),
+                ttl: None,
+            };
+            let sb = SuperBlock::new(Box::new(fs), opts);
+            assert!(sb.by_name);
+            let root = sb.root().clone();
+            let inode = root.ptr().get().inode_arc(&crossbeam_epoch::pin()).unwrap();
+            let t = {
+                let (sb, root, inode) = (sb.clone(), root.clone(), inode.clone());
+                thread::spawn(move || {
+                    if claim {
+                        sb.load_name_now(root.ptr(), &inode, b"y", true).unwrap();
+                        return;
+                    }
+                    let found = sb.ops.lookup(&inode, b"y").unwrap();
+                    let mut st = inode.dir().unwrap().lock();
+                    let g = crossbeam_epoch::pin();
+                    let c = scan(b"y");
+                    if st.unloaded && sb.dcache.lookup_locked(&root.ptr(), &c, &g).is_none() {
+                        sb.dcache.d_alloc(root.ptr(), &c, found, &mut st);
+                    }
+                })
+            };
+            let m = inode.dir().unwrap();
+            {
+                let mut st = sb.lock_dir(root.ptr(), &inode, m).unwrap();
+                y.store(true, SeqCst);
+                let g = crossbeam_epoch::pin();
+                match sb.dcache.lookup_locked(&root.ptr(), &scan(b"y"), &g) {
+                    Some(d) => sb.dcache.d_instantiate(d.get(), inode_of_y(), &mut st, &g),
+                    None => {
+                        sb.dcache
+                            .d_alloc(root.ptr(), &scan(b"y"), Some(inode_of_y()), &mut st);
+                    }
+                }
+            }
+            {
+                // The sweep: `y` goes, and the directory is not loaded any more.
+                let mut st = m.lock();
+                let g = crossbeam_epoch::pin();
+                if let Some(d) = sb.dcache.lookup_locked(&root.ptr(), &scan(b"y"), &g) {
+                    let mut dead = DeadBatch::default();
+                    if sb.dcache.d_evict(d, &mut st, &mut dead) {
+                        st.unloaded = true;
+                    }
+                }
+            }
+            t.join().unwrap();
+            let g = crossbeam_epoch::pin();
+            let st = m.lock();
+            let says_absent = match sb.dcache.lookup_locked(&root.ptr(), &scan(b"y"), &g) {
+                Some(d) => d.get().inode_ptr(&g).is_none(),
+                None => !st.unloaded,
+            };
+            if says_absent {
+                wrong2.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            drop(st);
+            drop(g);
+            std::mem::forget(sb);
+        });
+        wrong.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A lookup of one name claims its directory as a load does: a change made while it
+    /// asks waits for it, so its answer never outlives the change.
+    #[test]
+    fn a_name_lookup_and_a_change_agree() {
+        assert!(!name_lookup_races_a_change(true));
+    }
+
+    /// The model catches a lookup that does not claim the directory: its answer, given
+    /// before the change, is installed after the change and a sweep.
+    #[test]
+    fn an_unclaimed_name_lookup_fails() {
+        assert!(name_lookup_races_a_change(false));
     }
 
     /// A change waits out a revalidation in progress: what it made stays cached.
