@@ -96,8 +96,9 @@
 //! ([`FileSystem::looks_up_names`]; hostfs) does, where the cache is capped and keeps no
 //! TTL (`SuperBlock::by_name`):
 //! - A lookup ([`SuperBlock::lock_named`], from the locked walk) in a directory not loaded
-//!   loads it whole as before, unless the listing has more names than a quarter of the
-//!   dentry cap: then nothing is installed, and the directory is marked `DirState::big`.
+//!   loads it whole as before, unless it holds more names than a quarter of the dentry
+//!   cap ([`FileSystem::load_dir_within`]: hostfs counts the names before it looks at any
+//!   object): then nothing is installed, and the directory is marked `DirState::big`.
 //!   In a big directory not loaded, a lookup of a name the cache does not hold asks
 //!   [`FileSystem::lookup`] for that name alone and caches the answer (a positive entry,
 //!   or a negative one); a listing or a change still loads the directory whole, and the
@@ -275,6 +276,17 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     fn load_dir(&self, dir: &Inode) -> Result<Listing> {
         let _ = dir;
         Err(crate::errno::Errno::EIO)
+    }
+
+    /// [`FileSystem::load_dir`], unless `dir` holds more than `max` names: then `None`,
+    /// and the file system may tell so without looking at its objects (hostfs counts the
+    /// names first). Called as `load_dir` is, by a lookup in a file system that
+    /// [`FileSystem::looks_up_names`] (see "Names one at a time").
+    ///
+    /// Errors: those of `load_dir`.
+    fn load_dir_within(&self, dir: &Inode, max: usize) -> Result<Option<Listing>> {
+        let listing = self.load_dir(dir)?;
+        Ok((listing.len() <= max).then_some(listing))
     }
 
     /// Whether the file system answers for one name at a time ([`FileSystem::lookup`]).
@@ -1431,21 +1443,25 @@ impl SuperBlock {
             }
             return Ok(());
         }
-        let entries = self.ops.load_dir(inode).map_err(|e| match self.ttl {
+        let answer = if !whole && self.by_name {
+            // A lookup takes at most a quarter of the cap (see "Names one at a time").
+            let max = self.max_dentries.unwrap_or(0) / 4;
+            self.ops
+                .load_dir_within(inode, usize::try_from(max).unwrap_or(usize::MAX))
+        } else {
+            self.ops.load_dir(inode).map(Some)
+        };
+        let answer = answer.map_err(|e| match self.ttl {
             Some(_) => gone(e),
             None => e,
         })?;
         let mut st = m.lock();
-        if !whole && self.by_name && entries.len() as u64 > self.max_dentries.unwrap_or(0) / 4 {
-            // Too large for the cache to hold for a lookup (see "Names one at a time"):
-            // nothing is installed, and lookups here ask for their names alone. The
-            // listing's objects go with it, once the locks are let go.
+        let Some(entries) = answer else {
+            // Too large for the cache to hold for a lookup: nothing is installed, and
+            // lookups here ask for their names alone.
             st.big = true;
-            drop(st);
-            drop(done);
-            drop(entries);
             return Ok(());
-        }
+        };
         if dropped(d) {
             // Taken out of the namespace while it was listed (its name went on the host):
             // it gets no children (each would own a count on it), and nothing more can be

@@ -632,7 +632,9 @@ impl HostFs {
     /// inode cache or loaded. With the shared policy, an object found cached gets the
     /// attributes the host reports now, and one whose type changed under its number is a
     /// new object (the old node is taken out). Then the cache is trimmed to its cap.
-    fn list(&self, fd: &Arc<OwnedFd>) -> Result<Listing> {
+    /// With `max`, the names are counted first, and a directory that holds more than `max`
+    /// is not listed (`None`): no object of it is looked at.
+    fn list(&self, fd: &Arc<OwnedFd>, max: Option<usize>) -> Result<Option<Listing>> {
         // A descriptor of its own (the directory's is shared, and with it its offset),
         // read with `getdents64` into one buffer, each name borrowed from it: `rfs::Dir`
         // made a `CString` of every name (about 300 instructions an entry).
@@ -644,6 +646,20 @@ impl HostFs {
         )
         .map_err(host)?;
         let mut buf: Vec<u8> = Vec::with_capacity(LIST_BUF);
+        if let Some(max) = max {
+            let mut names = 0;
+            let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
+            while let Some(e) = list.next() {
+                let e = e.map_err(host)?;
+                if !matches!(e.file_name().to_bytes(), b"." | b"..") {
+                    names += 1;
+                    if names > max {
+                        return Ok(None);
+                    }
+                }
+            }
+            rfs::seek(&dir, rfs::SeekFrom::Start(0)).map_err(host)?;
+        }
         let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
         let mut out = Vec::new();
         while let Some(e) = list.next() {
@@ -658,7 +674,7 @@ impl HostFs {
             }
         }
         self.trim();
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// The engine inode of `name` in the directory `fd`, found in the inode cache or
@@ -1083,6 +1099,11 @@ impl FileSystem for HostFs {
     }
 
     fn load_dir(&self, dir: &Inode) -> Result<Listing> {
+        self.load_dir_within(dir, usize::MAX)
+            .map(|l| l.expect("no directory holds more than usize::MAX names"))
+    }
+
+    fn load_dir_within(&self, dir: &Inode, max: usize) -> Result<Option<Listing>> {
         let fd = self.dir_fd(dir)?;
         if self.shared {
             // The times first: a change made while the listing is read shows at the next
@@ -1090,7 +1111,7 @@ impl FileSystem for HostFs {
             let st = stat_of(rfs::fstat(&*fd).map_err(host)?);
             self.node_of(dir)?.names.lock().seen = settled_times(&st);
         }
-        self.list(&fd)
+        self.list(&fd, (max < usize::MAX).then_some(max))
     }
 
     fn looks_up_names(&self) -> bool {
@@ -1131,7 +1152,7 @@ impl FileSystem for HostFs {
             return Ok(None);
         }
         drop(node);
-        self.list(&fd).map(Some)
+        self.list(&fd, None)
     }
 
     fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
