@@ -198,6 +198,7 @@ use crate::types::{StatFs, Timespec, XattrFlags};
 use crate::unpin::{self, Call};
 use crossbeam_epoch::Guard;
 use std::cell::Cell;
+use std::mem::ManuallyDrop;
 use std::os::fd::BorrowedFd;
 use std::ptr::NonNull;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -680,7 +681,7 @@ pub struct SuperBlock {
     /// Device number reported in `st_dev` (anonymous, like Linux's: major 0).
     pub dev: u64,
     /// The dentry hash.
-    pub(crate) dcache: DHash,
+    pub(crate) dcache: ManuallyDrop<DHash>,
     root: Option<DRef>,
     /// Serializes renames that move a directory to another parent (loop prevention).
     pub(crate) rename_lock: Mutex<()>,
@@ -754,7 +755,7 @@ impl SuperBlock {
         let root = DHash::d_alloc_root(ops.root_inode());
         Arc::new(SuperBlock {
             dev: 0x100 + id,
-            dcache: DHash::new(opts.hash_buckets),
+            dcache: ManuallyDrop::new(DHash::new(opts.hash_buckets)),
             root: Some(root),
             rename_lock: Mutex::new(()),
             negatives: StripedCounter::default(),
@@ -1942,10 +1943,77 @@ struct SweepPass {
 
 impl Drop for SuperBlock {
     fn drop(&mut self) {
-        self.dcache.teardown();
+        // SAFETY: the dentry hash is not used again: this is the file system's drop.
+        let dcache = unsafe { ManuallyDrop::take(&mut self.dcache) };
+        tear_down(Box::new(Remains {
+            dcache,
+            _root: self.root.take(),
+            next: std::ptr::null_mut(),
+        }));
         // The dentries torn down wait for a grace period: hand them to the collector now,
         // rather than leave them in this thread's bag until it next defers enough.
         crate::reclaim::flush();
+    }
+}
+
+/// What a file system leaves to tear down when it goes: its dentry hash and its root.
+struct Remains {
+    dcache: DHash,
+    /// Held to be dropped after the hash is torn down.
+    _root: Option<DRef>,
+    /// The next in this thread's queue of file systems to tear down ([`tear_down`]).
+    next: *mut Remains,
+}
+
+thread_local! {
+    /// Whether this thread is tearing a file system down ([`tear_down`]). A `Cell` with no
+    /// destructor: readable while the thread's other thread-locals are being destroyed.
+    static TEARING_DOWN: Cell<bool> = const { Cell::new(false) };
+    /// File systems dropped during this thread's teardown of another, to tear down after
+    /// it (a list through `Remains::next`; no destructor either).
+    static QUEUED: Cell<*mut Remains> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// Tears `r` down, and the file systems dropped meanwhile, one after the other. A
+/// teardown pins, and a pin may collect, which runs deferred drops of mount tables and so
+/// of other file systems: torn down in place, each would nest a level deeper. That is
+/// bounded by `reclaim::flush`'s guard for its flushes, but not on a thread that is
+/// exiting: once crossbeam's thread-local handle is gone, every pin registers a new
+/// participant, whose first pin collects (a thread whose path cache, destroyed last,
+/// dropped its entries with 3,000 file systems queued overflowed its stack). So a file
+/// system dropped inside a teardown is queued, and the outer one tears it down after its
+/// own.
+fn tear_down(r: Box<Remains>) {
+    if TEARING_DOWN.with(|t| t.replace(true)) {
+        let p = Box::into_raw(r);
+        // SAFETY: `p` is the box's, and this thread's queue owns it from now on.
+        QUEUED.with(|q| unsafe {
+            (*p).next = q.get();
+            q.set(p);
+        });
+        return;
+    }
+    /// Clears the flag however the teardowns end.
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            TEARING_DOWN.with(|t| t.set(false));
+        }
+    }
+    let _done = Done;
+    let mut next = Some(r);
+    while let Some(r) = next {
+        r.dcache.teardown();
+        // The hash's table and the root go here: their pins may queue more.
+        drop(r);
+        next = QUEUED.with(|q| {
+            let p = q.get();
+            // SAFETY: a queued pointer came from `Box::into_raw` above and is taken once.
+            (!p.is_null()).then(|| unsafe {
+                q.set((*p).next);
+                Box::from_raw(p)
+            })
+        });
     }
 }
 
@@ -2571,6 +2639,28 @@ mod tests {
         ignore = "thousands of mounts; the flush guard is safe code over crossbeam's flush"
     )]
     fn file_systems_dropped_by_a_collect_do_not_collect_again_inside_it() {
+        let (vfs, p) = queue_file_systems(3000);
+        // A thread as `std::thread::spawn` makes them (2 MiB): about 240 nested collects
+        // overflowed one. (A smaller stack would also have to hold whatever other tests'
+        // deferred drops this thread's collects run.)
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(|| {
+                for _ in 0..64 {
+                    crate::reclaim::flush();
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        drop(p);
+        drop(vfs);
+    }
+
+    /// Leaves `n` unmounted file systems in the collector's queue, each in a bag of its
+    /// own (a thread held the epoch back while they were unmounted); returns the namespace
+    /// they were mounted in, and a process of it.
+    fn queue_file_systems(n: usize) -> (Arc<Vfs>, crate::Process) {
         let (release, released) = mpsc::channel::<()>();
         let (pinned, is_pinned) = mpsc::channel();
         let holder = std::thread::spawn(move || {
@@ -2582,24 +2672,43 @@ mod tests {
         let vfs = Vfs::new_memfs();
         let p = vfs.process(Creds::root());
         p.mkdir("/m", 0o755).unwrap();
-        for _ in 0..3000 {
+        for _ in 0..n {
             p.mount("/m", crate::MemFs::new(crate::MemFsOptions::default()))
                 .unwrap();
             p.umount("/m").unwrap();
-            // Each unmounted file system's table in a bag of its own, in the global queue.
             crossbeam_epoch::pin().flush();
         }
         release.send(()).unwrap();
         holder.join().unwrap();
-        // A thread as `std::thread::spawn` makes them (2 MiB): about 240 nested collects
-        // overflowed one. (A smaller stack would also have to hold whatever other tests'
-        // deferred drops this thread's collects run.)
+        (vfs, p)
+    }
+
+    /// A thread that pins while it exits, after crossbeam's thread-local handle went (as a
+    /// thread's path cache does when it drops its entries, if it was made before the
+    /// thread's first pin), collects at every pin. With file systems queued, each one's
+    /// teardown pinned and collected the next, a level deeper each: 7,228 frames
+    /// overflowed a test thread in CI. They are torn down one after another now
+    /// (`tear_down`). The exiting thread's stack is that of `std::thread::spawn` (2 MiB).
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of mounts")]
+    fn an_exiting_thread_tears_queued_file_systems_down_one_by_one() {
+        let (vfs, p) = queue_file_systems(3000);
+        /// Pins when dropped.
+        struct PinsAtExit;
+        impl Drop for PinsAtExit {
+            fn drop(&mut self) {
+                drop(crossbeam_epoch::pin());
+            }
+        }
+        thread_local! {
+            static LAST: PinsAtExit = const { PinsAtExit };
+        }
         std::thread::Builder::new()
             .stack_size(2 << 20)
             .spawn(|| {
-                for _ in 0..64 {
-                    crate::reclaim::flush();
-                }
+                // Made before crossbeam's handle, so destroyed after it.
+                LAST.with(|_| {});
+                drop(crossbeam_epoch::pin());
             })
             .unwrap()
             .join()
