@@ -632,9 +632,7 @@ impl HostFs {
     /// inode cache or loaded. With the shared policy, an object found cached gets the
     /// attributes the host reports now, and one whose type changed under its number is a
     /// new object (the old node is taken out). Then the cache is trimmed to its cap.
-    /// With `max`, the names are counted first, and a directory that holds more than `max`
-    /// is not listed (`None`): no object of it is looked at.
-    fn list(&self, fd: &Arc<OwnedFd>, max: Option<usize>) -> Result<Option<Listing>> {
+    fn list(&self, fd: &Arc<OwnedFd>) -> Result<Listing> {
         // A descriptor of its own (the directory's is shared, and with it its offset),
         // read with `getdents64` into one buffer, each name borrowed from it: `rfs::Dir`
         // made a `CString` of every name (about 300 instructions an entry).
@@ -646,20 +644,6 @@ impl HostFs {
         )
         .map_err(host)?;
         let mut buf: Vec<u8> = Vec::with_capacity(LIST_BUF);
-        if let Some(max) = max {
-            let mut names = 0;
-            let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
-            while let Some(e) = list.next() {
-                let e = e.map_err(host)?;
-                if !matches!(e.file_name().to_bytes(), b"." | b"..") {
-                    names += 1;
-                    if names > max {
-                        return Ok(None);
-                    }
-                }
-            }
-            rfs::seek(&dir, rfs::SeekFrom::Start(0)).map_err(host)?;
-        }
         let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
         let mut out = Vec::new();
         while let Some(e) = list.next() {
@@ -674,7 +658,43 @@ impl HostFs {
             }
         }
         self.trim();
-        Ok(Some(out))
+        Ok(out)
+    }
+
+    /// Whether the directory `fd` holds more than `max` names, counted with `getdents64`
+    /// on a descriptor of its own, without looking at any object.
+    fn more_than(fd: &OwnedFd, max: usize) -> Result<bool> {
+        let dir = rfs::openat(
+            fd,
+            c".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(host)?;
+        let mut buf: Vec<u8> = Vec::with_capacity(LIST_BUF);
+        let mut list = rfs::RawDir::new(&dir, buf.spare_capacity_mut());
+        let mut names = 0;
+        while let Some(e) = list.next() {
+            if !matches!(e.map_err(host)?.file_name().to_bytes(), b"." | b"..") {
+                names += 1;
+                if names > max {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// The descriptor of the directory `dir`, for a first load; with the shared policy,
+    /// its times are recorded first, so that a change made while it is listed shows at the
+    /// next revalidation.
+    fn to_load(&self, dir: &Inode) -> Result<Arc<OwnedFd>> {
+        let fd = self.dir_fd(dir)?;
+        if self.shared {
+            let st = stat_of(rfs::fstat(&*fd).map_err(host)?);
+            self.node_of(dir)?.names.lock().seen = settled_times(&st);
+        }
+        Ok(fd)
     }
 
     /// The engine inode of `name` in the directory `fd`, found in the inode cache or
@@ -1099,19 +1119,16 @@ impl FileSystem for HostFs {
     }
 
     fn load_dir(&self, dir: &Inode) -> Result<Listing> {
-        self.load_dir_within(dir, usize::MAX)
-            .map(|l| l.expect("no directory holds more than usize::MAX names"))
+        let fd = self.to_load(dir)?;
+        self.list(&fd)
     }
 
     fn load_dir_within(&self, dir: &Inode, max: usize) -> Result<Option<Listing>> {
-        let fd = self.dir_fd(dir)?;
-        if self.shared {
-            // The times first: a change made while the listing is read shows at the next
-            // revalidation.
-            let st = stat_of(rfs::fstat(&*fd).map_err(host)?);
-            self.node_of(dir)?.names.lock().seen = settled_times(&st);
+        let fd = self.to_load(dir)?;
+        if Self::more_than(&fd, max)? {
+            return Ok(None);
         }
-        self.list(&fd, (max < usize::MAX).then_some(max))
+        self.list(&fd).map(Some)
     }
 
     fn looks_up_names(&self) -> bool {
@@ -1152,7 +1169,7 @@ impl FileSystem for HostFs {
             return Ok(None);
         }
         drop(node);
-        self.list(&fd, None)
+        self.list(&fd).map(Some)
     }
 
     fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
