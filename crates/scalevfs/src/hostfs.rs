@@ -510,6 +510,9 @@ impl HostFs {
                 let mut names = node.names.lock();
                 if !names.dead {
                     if !names.list.iter().any(|n| same_name(n, &name.0, &name.1)) {
+                        // Most objects have one name: room for one (24 bytes), not the
+                        // four (96) that a first push makes.
+                        names.list.reserve_exact(1);
                         names.list.push(name);
                     }
                     drop(names);
