@@ -98,7 +98,8 @@
 //! - A lookup ([`SuperBlock::lock_named`], from the locked walk) in a directory not loaded
 //!   loads it whole as before, unless it holds more names than a quarter of the dentry
 //!   cap ([`FileSystem::load_dir_within`]: hostfs counts the names as it reads them, and
-//!   stops before it looks at any object): then nothing is installed, and the directory is marked `DirState::big`.
+//!   stops before it looks at any object): then nothing is installed, and the directory
+//!   is marked `DirState::big`.
 //!   In a big directory not loaded, a lookup of a name the cache does not hold asks
 //!   [`FileSystem::lookup`] for that name alone and caches the answer (a positive entry,
 //!   or a negative one); a listing or a change still loads the directory whole, and the
@@ -281,8 +282,9 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
 
     /// [`FileSystem::load_dir`], unless `dir` holds more than `max` names: then `None`,
     /// and the file system may tell so without looking at its objects (hostfs counts the
-    /// names as it reads them, before it looks at any object). Called as `load_dir` is, by a lookup in a file system that
-    /// [`FileSystem::looks_up_names`] (see "Names one at a time").
+    /// names as it reads them, before it looks at any object). Called as `load_dir` is,
+    /// by a lookup in a file system that [`FileSystem::looks_up_names`] (see "Names one
+    /// at a time").
     ///
     /// Errors: those of `load_dir`.
     fn load_dir_within(&self, dir: &Inode, max: usize) -> Result<Option<Listing>> {

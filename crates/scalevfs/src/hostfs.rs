@@ -652,10 +652,17 @@ impl HostFs {
         Ok(Some(out))
     }
 
+    /// [`HostFs::list`] with no limit, for a load or a revalidation that takes the
+    /// directory whole.
+    fn list_all(&self, fd: &Arc<OwnedFd>) -> Result<Listing> {
+        // No directory holds more than `usize::MAX` names.
+        self.list(fd, usize::MAX)?.ok_or(Errno::EOVERFLOW)
+    }
+
     /// The names the directory `fd` holds (`.` and `..` left out), each followed by its
-    /// NUL, and how many there are, read with `getdents64` on a descriptor of its own (the directory's is shared,
-    /// and with it its offset); `None` as soon as there are more than `max`. One pass both
-    /// counts and lists: counting first and listing after read the directory twice (two
+    /// NUL, and how many there are, read with `getdents64` on a descriptor of its own
+    /// (the directory's is shared, and with it its offset); `None` as soon as there are
+    /// more than `max`. One pass both counts and lists: counting first and listing after read the directory twice (two
     /// `openat` and four `getdents64` a load, where one and two do), about 5% of a cold
     /// stat's time in W5, where every directory is loaded again.
     fn names(fd: &OwnedFd, max: usize) -> Result<Option<(Vec<u8>, usize)>> {
@@ -1121,8 +1128,7 @@ impl FileSystem for HostFs {
 
     fn load_dir(&self, dir: &Inode) -> Result<Listing> {
         let fd = self.to_load(dir)?;
-        // No directory holds more than `usize::MAX` names.
-        self.list(&fd, usize::MAX)?.ok_or(Errno::EOVERFLOW)
+        self.list_all(&fd)
     }
 
     fn load_dir_within(&self, dir: &Inode, max: usize) -> Result<Option<Listing>> {
@@ -1168,9 +1174,7 @@ impl FileSystem for HostFs {
             return Ok(None);
         }
         drop(node);
-        self.list(&fd, usize::MAX)?
-            .ok_or(Errno::EOVERFLOW)
-            .map(Some)
+        self.list_all(&fd).map(Some)
     }
 
     fn revalidate_attr(&self, dir: &Inode, name: &[u8], inode: &Inode) -> Result<bool> {
