@@ -207,7 +207,64 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// What a directory holds, as a file system lists it: each entry's name and inode.
-pub(crate) type Listing = Vec<(Vec<u8>, Arc<Inode>)>;
+///
+/// The names share one buffer, so that a listing of a thousand names is two allocations,
+/// not a thousand and one (hostfs lists into it the buffer its `getdents64` pass filled):
+/// a capped hostfs loads every directory it comes back to again, and each allocation made
+/// there is one more free later, often on another thread.
+#[derive(Default)]
+pub(crate) struct Listing {
+    /// The names' bytes (and whatever else the lister left between them).
+    names: Vec<u8>,
+    /// Each entry: where its name is in `names`, and its inode.
+    entries: Vec<(std::ops::Range<usize>, Arc<Inode>)>,
+}
+
+impl Listing {
+    /// A listing whose entries name ranges of `names`.
+    ///
+    /// # Panics
+    /// If a range is not within `names`: a bug of the caller's.
+    pub(crate) fn over(
+        names: Vec<u8>,
+        entries: Vec<(std::ops::Range<usize>, Arc<Inode>)>,
+    ) -> Listing {
+        assert!(entries
+            .iter()
+            .all(|(at, _)| at.start <= at.end && at.end <= names.len()));
+        Listing { names, entries }
+    }
+
+    /// Adds `name` (copied) naming `inode`.
+    pub(crate) fn push(&mut self, name: &[u8], inode: Arc<Inode>) {
+        let start = self.names.len();
+        self.names.extend_from_slice(name);
+        self.entries.push((start..self.names.len(), inode));
+    }
+
+    /// How many entries there are.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Hands each entry's name and inode to `f`, in the order they were added.
+    pub(crate) fn for_each(self, mut f: impl FnMut(&[u8], Arc<Inode>)) {
+        let Listing { names, entries } = self;
+        for (at, inode) in entries {
+            f(&names[at], inode);
+        }
+    }
+}
+
+impl FromIterator<(Vec<u8>, Arc<Inode>)> for Listing {
+    fn from_iter<I: IntoIterator<Item = (Vec<u8>, Arc<Inode>)>>(iter: I) -> Listing {
+        let mut l = Listing::default();
+        for (name, inode) in iter {
+            l.push(&name, inode);
+        }
+        l
+    }
+}
 
 /// What the engine asks of a file system, beyond the dentry cache it keeps for it.
 ///
@@ -1418,7 +1475,7 @@ impl SuperBlock {
             // A directory found removed (when its name went, see `forget_name`) holds
             // nothing and never will: nothing to ask.
             let answer = if inode.nlink() == 0 {
-                Some(Vec::new())
+                Some(Listing::default())
             } else {
                 self.ops.revalidate_dir(inode, force).map_err(gone)?
             };
@@ -1510,14 +1567,14 @@ impl SuperBlock {
         deadline: Option<u32>,
     ) {
         let guard = crossbeam_epoch::pin();
-        for (name, child) in entries {
+        entries.for_each(|name, child| {
             vouch(&child, deadline);
-            let c = scan(&name);
+            let c = scan(name);
             if kept && self.dcache.lookup_locked(&d, &c, &guard).is_some() {
-                continue;
+                return;
             }
             self.dcache.d_alloc(d, &c, Some(child), st);
-        }
+        });
     }
 
     /// Makes the cached entries of `d` (the directory `inode`, whose state `st` the caller
@@ -1539,8 +1596,10 @@ impl SuperBlock {
         let guard = crossbeam_epoch::pin();
         // Ordered, so that new names get their cookies in a deterministic order (and loom
         // sees the same schedule for the same choices).
-        let mut now: std::collections::BTreeMap<Vec<u8>, Arc<Inode>> =
-            entries.into_iter().collect();
+        let mut now: std::collections::BTreeMap<Vec<u8>, Arc<Inode>> = Default::default();
+        entries.for_each(|name, inode| {
+            now.insert(name.to_vec(), inode);
+        });
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
         for p in children {
             // SAFETY: a child is alive while it is in `children`, which we read under the
@@ -3041,14 +3100,13 @@ mod loom_models {
         }
         test_fs_read_only!();
         test_fs_accounting!();
-        fn load_dir(&self, _: &Inode) -> Result<Vec<(Vec<u8>, Arc<Inode>)>> {
+        fn load_dir(&self, _: &Inode) -> Result<Listing> {
             if self.loads.fetch_add(1, SeqCst) == 0 && self.fail_first {
                 return Err(Errno::EIO);
             }
-            Ok(vec![(
-                b"x".to_vec(),
-                inode(2, S_IFREG | 0o644, Contents::Special),
-            )])
+            let mut l = Listing::default();
+            l.push(b"x", inode(2, S_IFREG | 0o644, Contents::Special));
+            Ok(l)
         }
     }
 
@@ -3068,9 +3126,9 @@ mod loom_models {
         }
         let entries = sb.ops.load_dir(inode)?;
         let mut st = m.lock();
-        for (name, child) in entries {
-            sb.dcache.d_alloc(d, &scan(&name), Some(child), &mut st);
-        }
+        entries.for_each(|name, child| {
+            sb.dcache.d_alloc(d, &scan(name), Some(child), &mut st);
+        });
         st.unloaded = false;
         Ok(())
     }
@@ -3192,7 +3250,7 @@ mod loom_models {
             if self.host_y.load(SeqCst) {
                 v.push((b"y".to_vec(), inode(3, S_IFREG | 0o644, Contents::Special)));
             }
-            Ok(Some(v))
+            Ok(Some(v.into_iter().collect()))
         }
     }
 

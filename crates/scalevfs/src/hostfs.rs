@@ -174,6 +174,7 @@ use crate::reclaim::OwnerReclaim;
 use crate::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::types::{mode::*, Stat, StatFs, Timespec, XattrFlags};
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use smallvec::SmallVec;
 use std::ffi::CStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
@@ -239,7 +240,10 @@ impl Default for HostFsOptions {
 }
 
 /// A name of a host object: its directory's descriptor and the name there.
-type HostName = (Arc<OwnedFd>, Box<[u8]>);
+type HostName = (Arc<OwnedFd>, ShortName);
+
+/// A name's bytes, inline up to 16 (most names): one allocation fewer per object loaded.
+type ShortName = SmallVec<[u8; 16]>;
 
 /// Where a host object is: the names the engine knows it by (none for the root; a hard
 /// link in a directory not yet loaded is not known), and, for a directory, its own
@@ -262,7 +266,9 @@ struct HostNode {
 
 #[derive(Default)]
 struct Names {
-    list: Vec<HostName>,
+    /// Inline while there is one (a hard-linked file's others spill to the heap): a
+    /// vector of its own was one more allocation, and one more free, per object loaded.
+    list: SmallVec<[HostName; 1]>,
     dead: bool,
     /// The descriptor of a file made without a name (`O_TMPFILE`), until a link names it.
     anon: Option<OwnedFd>,
@@ -501,7 +507,7 @@ impl HostFs {
     fn adopt(
         &self,
         ino: u64,
-        name: HostName,
+        (dir, name): (&Arc<OwnedFd>, &[u8]),
         make: impl Fn() -> Result<HostNode>,
     ) -> Result<Cached<'_, HostNode>> {
         loop {
@@ -509,11 +515,9 @@ impl HostFs {
             {
                 let mut names = node.names.lock();
                 if !names.dead {
-                    if !names.list.iter().any(|n| same_name(n, &name.0, &name.1)) {
-                        // Most objects have one name: room for one (24 bytes), not the
-                        // four (96) that a first push makes.
-                        names.list.reserve_exact(1);
-                        names.list.push(name);
+                    // Copied only when new: most lookups find the name known.
+                    if !names.list.iter().any(|n| same_name(n, dir, name)) {
+                        names.list.push((dir.clone(), ShortName::from_slice(name)));
                     }
                     drop(names);
                     return Ok(node);
@@ -641,15 +645,18 @@ impl HostFs {
             return Ok(None);
         };
         let mut out = Vec::with_capacity(count);
+        let mut start = 0;
         for name in names.split_inclusive(|&b| b == 0) {
+            let at = start..start + name.len() - 1;
+            start += name.len();
             let name = CStr::from_bytes_with_nul(name).map_err(|_| Errno::EIO)?;
             // Removed on the host since the listing: not there.
             if let Some(inode) = self.entry(fd, name)? {
-                out.push((name.to_bytes().to_vec(), inode));
+                out.push((at, inode));
             }
         }
         self.trim();
-        Ok(Some(out))
+        Ok(Some(Listing::over(names, out)))
     }
 
     /// [`HostFs::list`] with no limit, for a load or a revalidation that takes the
@@ -717,7 +724,7 @@ impl HostFs {
         };
         let ino = self.ino_of(st.dev, st.ino)?;
         loop {
-            let node = self.adopt(ino, (fd.clone(), name.to_bytes().into()), || {
+            let node = self.adopt(ino, (fd, name.to_bytes()), || {
                 self.load_node(fd, name, &st, ino)
             })?;
             if !self.shared {
@@ -1164,7 +1171,7 @@ impl FileSystem for HostFs {
         dir.refresh(&st);
         if st.nlink == 0 {
             // Removed on the host: it holds nothing (and listing it would fail).
-            return Ok(Some(Vec::new()));
+            return Ok(Some(Listing::default()));
         }
         let times = settled_times(&st);
         if std::mem::replace(&mut node.names.lock().seen, times) == times
@@ -1264,7 +1271,7 @@ impl FileSystem for HostFs {
         let names: Vec<HostName> = {
             let names = node.names.lock();
             match (names.list.is_empty(), &names.anon) {
-                (false, _) => names.list.clone(),
+                (false, _) => names.list.to_vec(),
                 // Read-write, like every `O_TMPFILE` descriptor.
                 (true, Some(anon)) => return rustix::io::dup(anon).map_err(host),
                 (true, None) => Vec::new(),
@@ -1373,7 +1380,7 @@ impl FileSystem for HostFs {
         };
         let ino = self.ino_of(st.dev, st.ino)?;
         let inode = Arc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
-        self.insert_new(ino, &inode, Some((dfd, name.into())), None)?;
+        self.insert_new(ino, &inode, Some((dfd, ShortName::from_slice(name))), None)?;
         Ok(inode)
     }
 
@@ -1457,10 +1464,18 @@ impl FileSystem for HostFs {
                 names.list.push(new);
             }
         };
-        rename_in(mnode.as_deref(), (&ofd, from.1), (nfd.clone(), to.1.into()));
+        rename_in(
+            mnode.as_deref(),
+            (&ofd, from.1),
+            (nfd.clone(), ShortName::from_slice(to.1)),
+        );
         let dead = match onode.as_deref() {
             Some(other) if exchange => {
-                rename_in(Some(other), (&nfd, to.1), (ofd.clone(), from.1.into()));
+                rename_in(
+                    Some(other),
+                    (&nfd, to.1),
+                    (ofd.clone(), ShortName::from_slice(from.1)),
+                );
                 None
             }
             Some(other) => drop_name(other, &nfd, to.1).then_some(other.inode.ino),
@@ -1508,7 +1523,7 @@ impl FileSystem for HostFs {
             (None, None) => return Err(Errno::ENOENT),
         }
         names.anon = None;
-        names.list.push((dfd, name.into()));
+        names.list.push((dfd, ShortName::from_slice(name)));
         Ok(())
     }
 
