@@ -423,8 +423,36 @@ fn set_of(hash: u64) -> usize {
     (hash as usize) % SETS
 }
 
-/// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, if admitted (see
-/// the module docs). `gen` and `mount_seq` must have been read before the walk started,
+/// Whether a walk of `path` (whose [`path_hash`] is `hash`) under `key` is to be recorded
+/// (see "Admission"): its set holds its stale entry or has a free way, or the path missed
+/// once before, recently. A first miss only records the path's tag in the ghost table, and
+/// gets `false`. Inline, and asked before anything else of the recording, so that a walk
+/// of a path seen once (a tree walk, W4) costs two table lookups and no call.
+#[inline(always)]
+pub(crate) fn admits(hash: u64, key: &Key, path: &[u8]) -> bool {
+    let room = TABLE
+        .try_with(|t| match t.borrow().as_ref() {
+            // Made at the first insertion: every way is free.
+            None => true,
+            Some(sets) => {
+                let set = &sets[set_of(hash)];
+                set.find(hash, key, path).is_some() || set.ways.iter().any(Option::is_none)
+            }
+        })
+        .unwrap_or(false);
+    room || GHOSTS
+        .try_with(|g| {
+            let mut g = g.borrow_mut();
+            let (i, tag) = ghost(hash);
+            let seen = g[i] == tag;
+            g[i] = if seen { 0 } else { tag };
+            seen
+        })
+        .unwrap_or(false)
+}
+
+/// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, which
+/// [`admits`] admitted. `gen` and `mount_seq` must have been read before the walk started,
 /// and the caller has checked that neither moved until after the walk was validated.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
@@ -459,19 +487,6 @@ pub(crate) fn insert(
     }) else {
         return;
     };
-    let admitted = way.is_some()
-        || GHOSTS
-            .try_with(|g| {
-                let mut g = g.borrow_mut();
-                let (i, tag) = ghost(hash);
-                let seen = g[i] == tag;
-                g[i] = if seen { 0 } else { tag };
-                seen
-            })
-            .unwrap_or(false);
-    if !admitted {
-        return;
-    }
     let Some(dr) = DRef::try_get(d) else {
         return;
     };
