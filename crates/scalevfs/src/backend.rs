@@ -61,7 +61,7 @@
 //!   working directory or a thread's path cache stays). Directories stay cached, with their
 //!   children swept: code that holds a directory's dentry without a reference may rely on
 //!   it staying hashed, as before. So the cap bounds the names in directories, plus the
-//!   directories themselves, plus what threads' path caches hold (4,096 per thread).
+//!   directories themselves, plus what threads' path caches hold (2,048 per thread).
 //! - A directory that loses a positive child is marked unloaded again: its next miss
 //!   under the lock loads it, and the load skips the names still cached. The fast walk
 //!   never trusted a chain miss, so it needs no change: it retries, and the locked walk
@@ -2585,7 +2585,7 @@ mod tests {
                     p.stat(format!("/w{w}/sub")).unwrap().ino,
                     1000 * (w + 1) + 999
                 );
-                // This thread's path cache holds the names it cached (up to 4,096 per
+                // This thread's path cache holds the names it cached (up to 2,048 per
                 // thread): let them go, as a thread walking more names than that does.
                 crate::clear_thread_cache();
             }

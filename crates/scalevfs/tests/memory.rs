@@ -303,7 +303,7 @@ fn memory_comes_back() {
                     for f in 0..per_dir {
                         p.stat(format!("/d{d}/f{f}")).unwrap();
                     }
-                    // This thread's path cache holds what it cached (4,096 walks).
+                    // This thread's path cache holds what it cached (2,048 walks).
                     scalevfs::clear_thread_cache();
                     peak = peak.max(LIVE.load(Relaxed));
                 }
