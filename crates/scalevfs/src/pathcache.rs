@@ -424,24 +424,35 @@ fn set_of(hash: u64) -> usize {
     (hash as usize) % SETS
 }
 
+/// Where an admitted walk goes (see [`admission`]): the way of its own stale entry or a
+/// free way, or (`None`) its set's least recently used, which makes it an eviction.
+#[derive(Clone, Copy)]
+pub(crate) struct Admitted(Option<usize>);
+
 /// Whether a walk of `path` (whose [`path_hash`] is `hash`) under `key` is to be recorded
-/// (see "Admission"): its set holds its stale entry or has a free way, or the path missed
-/// once before, recently. A first miss only records the path's tag in the ghost table, and
-/// gets `false`. Inline, and asked before anything else of the recording, so that a walk
-/// of a path seen once (a tree walk, W4) costs two table lookups and no call.
+/// (see "Admission"), and where: its set holds its stale entry or has a free way, or the
+/// path missed once before, recently. A first miss only records the path's tag in the
+/// ghost table, and gets `None`. Inline, and asked before anything else of the recording,
+/// so that a walk of a path seen once (a tree walk, W4) costs two table lookups and no
+/// call; [`insert`] takes the answer and does not search the set again.
 #[inline(always)]
-pub(crate) fn admits(hash: u64, key: &Key, path: &[u8]) -> bool {
-    let room = TABLE
+pub(crate) fn admission(hash: u64, key: &Key, path: &[u8]) -> Option<Admitted> {
+    let way = TABLE
         .try_with(|t| match t.borrow().as_ref() {
             // Made at the first insertion: every way is free.
-            None => true,
+            None => Some(0),
             Some(sets) => {
                 let set = &sets[set_of(hash)];
-                set.find(hash, key, path).is_some() || set.ways.iter().any(Option::is_none)
+                set.find(hash, key, path)
+                    .map(|(i, _)| i)
+                    .or_else(|| set.ways.iter().position(Option::is_none))
             }
         })
-        .unwrap_or(false);
-    room || GHOSTS
+        .ok()?;
+    if way.is_some() {
+        return Some(Admitted(way));
+    }
+    GHOSTS
         .try_with(|g| {
             let mut g = g.borrow_mut();
             let (i, tag) = ghost(hash);
@@ -450,11 +461,13 @@ pub(crate) fn admits(hash: u64, key: &Key, path: &[u8]) -> bool {
             seen
         })
         .unwrap_or(false)
+        .then_some(Admitted(None))
 }
 
-/// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, which
-/// [`admits`] admitted. `gen` and `mount_seq` must have been read before the walk started,
-/// and the caller has checked that neither moved until after the walk was validated.
+/// Records a validated fast walk of `path`, whose [`path_hash`] is `hash`, where
+/// [`admission`] put it (`at`; nothing else touches this thread's table in between).
+/// `gen` and `mount_seq` must have been read before the walk started, and the caller has
+/// checked that neither moved until after the walk was validated.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn insert(
     key: Key,
@@ -471,23 +484,10 @@ pub(crate) fn insert(
     dev: u64,
     links: u32,
     creds: Option<&Arc<Creds>>,
+    at: Admitted,
 ) {
     debug_assert_eq!(hash, path_hash(path));
     debug_assert!(path.len() < MAX_PATH, "callers check the length first");
-    // The way it goes in: its own stale entry's (same walk, older counts), else an empty
-    // one, else the least recently used (which makes it an eviction).
-    let Ok(way) = TABLE.try_with(|t| {
-        let mut t = t.borrow_mut();
-        if t.is_none() {
-            *t = new_sets();
-        }
-        let set = &t.as_ref()?[set_of(hash)];
-        set.find(hash, &key, path)
-            .map(|(i, _)| i)
-            .or_else(|| (0..WAYS).find(|&i| set.ways[i].is_none()))
-    }) else {
-        return;
-    };
     let Some(dr) = DRef::try_get(d) else {
         return;
     };
@@ -516,11 +516,14 @@ pub(crate) fn insert(
     let old = TABLE
         .try_with(|t| {
             let mut t = t.borrow_mut();
+            if t.is_none() {
+                *t = new_sets();
+            }
             let Some(sets) = t.as_mut() else {
                 return Some(e);
             };
             let set = &mut sets[set_of(hash)];
-            let i = way.unwrap_or(WAYS - 1);
+            let i = at.0.unwrap_or(WAYS - 1);
             set.tags[i] = hash;
             let old = set.ways[i].replace(e);
             set.promote(i);

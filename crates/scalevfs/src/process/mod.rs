@@ -632,9 +632,9 @@ impl<'g> WholePath<'g> {
         let (true, Some(gen), Some(ms)) = (self.cacheable, self.gen, self.ms) else {
             return;
         };
-        if !pathcache::admits(self.hash, &self.key, path) {
+        let Some(at) = pathcache::admission(self.hash, &self.key, path) else {
             return;
-        }
+        };
         if let (Some(idx), Some(inode)) = (walk::mount_index(cx.vfs, p.mnt, cx.guard), p.inode) {
             if ns_changes().snapshot() == Some(gen) {
                 pathcache::insert(
@@ -652,6 +652,7 @@ impl<'g> WholePath<'g> {
                     p.mnt.dev(),
                     links,
                     cx.cached_creds.map(|b| &b.creds),
+                    at,
                 );
             }
         }
