@@ -3,15 +3,17 @@
 //!
 //! # Mechanism
 //! Each thread keeps a set-associative table (512 sets of 4 ways, least recently used out
-//! first, each path with a second set to spill to: see "Two sets") from (namespace, credentials, root and its mount, start directory and its mount,
-//! follow flag, path bytes) to the dentry the fast walk reached, with the counters that made that walk valid: the namespace-change
-//! *generation*, the mount sequence count and the final dentry's sequence count. A hit is
-//! trusted only while all three are unchanged, so it stands for a walk the locked walk
-//! could have made at this moment. The mounts are part of the key because one file system
-//! mounted at two places has one root dentry: `..` from it leads to different places. One
-//! path may be cached under several keys at once (`stat` and `lstat` of it, or two start
-//! directories); they share a set and a tag, each has a way of its own, and a probe or a
-//! new walk of it finds the way whose key and path both match.
+//! first, each path with a second set to spill to: see "Two sets") from (namespace,
+//! credentials, root and its mount, start directory and its mount, follow flag, path
+//! bytes) to the dentry the fast walk reached, with the counters that made that walk
+//! valid: the namespace-change *generation*, the mount sequence count and the final
+//! dentry's sequence count. A hit is trusted only while all three are unchanged, so it
+//! stands for a walk the locked walk could have made at this moment. The mounts are part
+//! of the key because one file system mounted at two places has one root dentry: `..` from
+//! it leads to different places. One path may be cached under several keys at once
+//! (`stat` and `lstat` of it, or two start directories); they share a tag and its two sets,
+//! each has a way of its own, and a probe or a new walk of it finds the way whose key and
+//! path both match.
 //!
 //! The generation is [`crate::sync::ChangeSeq`]'s (one for the process, so a file system
 //! mounted in several namespaces invalidates all of their caches). Every change that can
