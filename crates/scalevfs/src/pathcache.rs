@@ -223,6 +223,12 @@ impl Sets {
     fn spilled(&self, s: usize) -> bool {
         self.spilled[s / 64] & (1 << (s % 64)) != 0
     }
+
+    /// Marks set `s` as spilled: a walk whose own set it is now lives in its other one.
+    #[inline]
+    fn mark_spilled(&mut self, s: usize) {
+        self.spilled[s / 64] |= 1 << (s % 64);
+    }
 }
 
 /// A new, empty table.
@@ -415,8 +421,10 @@ fn probe<O: OnEntry>(
     let mut t = unsafe { table() }?.borrow_mut();
     let sets = t.as_mut()?;
     let own = set_of(hash);
-    // The own set, then (if it spilled) the other, each written out: a helper that told
-    // "not here" from its answer moved the answer (a whole `Stat`) once more on a hit.
+    // [`locate`]'s search, written out here with the answer read in each set: finding the
+    // way with `locate` and indexing it again, or a helper that told "not here" from its
+    // answer, cost a hit 4-9 instructions more (the answer, a whole `Stat` for `stat`,
+    // moved once more).
     if let Some((i, e)) = sets.sets[own].find(hash, key, path) {
         if e.gen != gen || e.mount_seq != mount_seq {
             return None;
@@ -497,12 +505,13 @@ fn place(t: &mut Sets, hash: u64, at: Admitted) -> (&mut Set, usize) {
     if let Some(i) = at.way {
         return (&mut t.sets[at.set], i);
     }
-    let (own, other) = sets_of(hash);
+    // An eviction is admitted in the walk's own set (`at.set`).
+    let other = sets_of(hash).1;
     if let Some(i) = t.sets[other].free_way() {
-        t.spilled[own / 64] |= 1 << (own % 64);
+        t.mark_spilled(at.set);
         return (&mut t.sets[other], i);
     }
-    (&mut t.sets[own], WAYS - 1)
+    (&mut t.sets[at.set], WAYS - 1)
 }
 
 /// Where an admitted walk goes (see [`admission`]): a set, and in it the way of the walk's
