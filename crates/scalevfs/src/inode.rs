@@ -419,8 +419,8 @@ pub enum Contents {
 /// reads sit on different cache lines: the `Arc`'s two counts (the 16 bytes before the
 /// inode) share the first line with `holds` (an open and its close each write both) and the
 /// start of `contents` (whose lock every read and write of the data takes), and the
-/// attributes that `stat`, the walk's permission checks and `read`'s size check read are on
-/// the next line, which an open, read and close of the file do not write. (With `holds`
+/// attributes that `stat`, the walk's permission and type checks (the type is read from the
+/// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an open, read and close of the file do not write. (With `holds`
 /// beside the attributes, two threads opening one file took that line from each other on
 /// every open and close.) The allocation (the inode and the `Arc`'s counts) is 168 bytes,
 /// which mimalloc serves from its 192-byte size class (up to 184 bytes: its padding takes the
@@ -539,6 +539,19 @@ impl Inode {
         contents: Contents,
         now: Timespec,
     ) -> Inode {
+        // The type bits of `mode` never change after this (`refresh` and `set_mode` keep
+        // them), and they say what `contents` holds, so that `is_dir` and
+        // `symlink_target` may ask the mode instead of loading `contents`.
+        debug_assert_eq!(
+            mode & S_IFMT == S_IFDIR,
+            matches!(contents, Contents::Dir(_)),
+            "mode {mode:o}: mode and contents disagree"
+        );
+        debug_assert_eq!(
+            mode & S_IFMT == S_IFLNK,
+            matches!(contents, Contents::Symlink(_)),
+            "mode {mode:o}: mode and contents disagree"
+        );
         let size = match &contents {
             Contents::Symlink(t) => t.len() as u64,
             Contents::Dir(_) => 2 * DIRENT_SIZE,
@@ -653,10 +666,13 @@ impl Inode {
         FileType::from_mode(self.mode()).unwrap_or(FileType::Regular)
     }
 
-    /// Whether this is a directory.
+    /// Whether this is a directory. Read from the mode's type bits, which never change and
+    /// agree with `contents` (see [`Inode::new`]): the mode sits on the line that `stat`
+    /// and the permission checks read, while `contents` is on the line an open and a close
+    /// write, so a walk that only asks the type never loads that line.
     #[inline]
     pub fn is_dir(&self) -> bool {
-        matches!(self.contents, Contents::Dir(_))
+        self.mode() & S_IFMT == S_IFDIR
     }
 
     /// The owner.
@@ -692,9 +708,14 @@ impl Inode {
         self.dir().is_some_and(|st| st.lock().dead)
     }
 
-    /// The symlink target, for symlinks.
+    /// The symlink target, for symlinks. The type is asked of the mode first (see
+    /// [`Inode::is_dir`]): a walk asks this of every object it reaches, nearly all of them
+    /// not symlinks, and their `contents` line is then never loaded.
     #[inline]
     pub fn symlink_target(&self) -> Option<&[u8]> {
+        if self.mode() & S_IFMT != S_IFLNK {
+            return None;
+        }
         match &self.contents {
             Contents::Symlink(t) => Some(t),
             _ => None,
@@ -1033,6 +1054,48 @@ mod layout_tests {
             "{}",
             size_of::<Inode>()
         );
+    }
+
+    /// The type bits of the mode must say what the contents hold: `is_dir` and
+    /// `symlink_target` ask the mode. An inode built with a directory's mode and a file's
+    /// contents is refused where debug assertions are on (the `checked` profile).
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "mode and contents disagree")]
+    fn a_mode_that_disagrees_with_the_contents_is_refused() {
+        let t = Timespec { sec: 5, nsec: 0 };
+        let _ = Inode::new(7, S_IFDIR | 0o755, 0, 0, 0, Contents::Special, t);
+    }
+
+    /// A symlink and a directory are told by their modes, whatever else they hold.
+    #[test]
+    fn the_type_is_read_from_the_mode() {
+        let t = Timespec { sec: 5, nsec: 0 };
+        let link = Inode::new(
+            7,
+            S_IFLNK | 0o777,
+            0,
+            0,
+            0,
+            Contents::Symlink(b"x".to_vec().into()),
+            t,
+        );
+        assert_eq!(link.symlink_target(), Some(&b"x"[..]));
+        assert!(!link.is_dir());
+        let file = Inode::new(8, S_IFREG | 0o644, 0, 0, 0, Contents::Special, t);
+        assert_eq!(file.symlink_target(), None);
+        assert!(!file.is_dir());
+        let dir = Inode::new(
+            9,
+            S_IFDIR | 0o755,
+            0,
+            0,
+            0,
+            Contents::Dir(Mutex::new(DirState::default())),
+            t,
+        );
+        assert!(dir.is_dir() && dir.dir().is_some());
+        assert_eq!(dir.symlink_target(), None);
     }
 
     /// Unlinks past the count (names a writer behind the engine removed, still cached)

@@ -258,7 +258,11 @@ impl Process {
             .dcache
             .lookup_locked(&parent.d, c, cx.guard)
             .ok_or(Errno::ENOENT)?;
-        let victim = d.inode_arc(cx.guard).ok_or(Errno::ENOENT)?;
+        // Borrowed, not counted: the dentry's own count is given up only after a grace
+        // period (`Dentry::set_inode`), and `cx.guard` is held until the call returns. A
+        // count taken and given back here wrote the inode's first line, which nothing
+        // else in an unlink reads.
+        let victim = d.inode_ptr(cx.guard).ok_or(Errno::ENOENT)?.get();
         if trailing {
             return Err(if victim.is_dir() {
                 Errno::EISDIR
@@ -266,11 +270,11 @@ impl Process {
                 Errno::ENOTDIR
             });
         }
-        may_delete(dir_inode, &d, &victim, false, cx.creds)?;
+        may_delete(dir_inode, &d, victim, false, cx.creds)?;
         if d.flags() & MOUNTED != 0 {
             return Err(Errno::EBUSY);
         }
-        fs.store_remove(dir_inode, c.bytes, &victim)?;
+        fs.store_remove(dir_inode, c.bytes, victim)?;
         // Cached walks may pass through a symlink.
         let _ns = victim.symlink_target().is_some().then(NsChange::begin);
         if fs.negative_admit() {
@@ -281,7 +285,7 @@ impl Process {
         drop(_ns);
         drop(st);
         let t = now();
-        Self::drop_link(fs, &victim, t);
+        Self::drop_link(fs, victim, t);
         dir_inode.dir_changed(-1, t);
         Ok(())
     }
