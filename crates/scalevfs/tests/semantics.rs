@@ -1998,6 +1998,34 @@ case!(times_change_right_after_stat, |r| {
     ok!(r.close(h));
 });
 
+// An unlink sets the change time of what it unlinks, as long as anything can still see it:
+// a file open elsewhere, or one with another name. (When the last name of a file nothing
+// holds goes, the engine skips the stamp: nothing can read it again.) Each change follows a
+// stat, so a multigrain clock gives it a later stamp even within one tick.
+case!(unlink_sets_the_ctime_of_what_can_still_be_seen, |r| {
+    ok!(r.mkfile("/f", b"x"));
+    let h = ok!(r.open("/f", o::RDONLY, 0)).unwrap();
+    let before = r.sys.fstat(h).unwrap();
+    ok!(r.unlink("/f"));
+    let after = r.sys.fstat(h).unwrap();
+    r.log(format!(
+        "open file: nlink {}, ctime later: {}",
+        after.nlink,
+        after.ctime > before.ctime
+    ));
+    ok!(r.close(h));
+    ok!(r.mkfile("/g", b"x"));
+    ok!(r.link("/g", "/g2"));
+    let before = r.times_at_once("/g2");
+    ok!(r.unlink("/g"));
+    let after = r.times_at_once("/g2");
+    r.log(format!(
+        "other name: nlink {}, ctime later: {}",
+        after.nlink,
+        after.ctime > before.ctime
+    ));
+});
+
 case!(utimensat_rules, |r| {
     ok!(r.mkfile("/f", b"x"));
     ok!(r.utimens("/f", [T::Set(1_000_000, 5), T::Set(2_000_000, 999_999_999)]));
