@@ -1151,6 +1151,21 @@ mod loom_models {
     use loom::sync::Arc;
     use loom::thread;
 
+    /// A file with all times `t`, whose protocols break as `broken` says (0: none).
+    fn model_file(t: Timespec, broken: u8) -> Arc<Inode> {
+        let i = Arc::new(Inode::new(
+            2,
+            S_IFREG | 0o644,
+            0,
+            0,
+            0,
+            Contents::Special,
+            t,
+        ));
+        i.times.broken.store(broken, Relaxed);
+        i
+    }
+
     /// The multigrain protocol (see [`FileTimes`]): a `stat` reads the change time and marks
     /// it read, outside the attribute lock, while one change runs beside it and another
     /// starts after the `stat` returned. The coarse clock gives both changes the stamp
@@ -1164,16 +1179,7 @@ mod loom_models {
             nsec: 500,
         };
         crate::sync::loom_violated(3, move || {
-            let i = Arc::new(Inode::new(
-                2,
-                S_IFREG | 0o644,
-                0,
-                0,
-                0,
-                Contents::Special,
-                T,
-            ));
-            i.times.broken.store(broken, Relaxed);
+            let i = model_file(T, broken);
             let a = {
                 let i = i.clone();
                 thread::spawn(move || i.stat(0).ctime)
@@ -1202,16 +1208,7 @@ mod loom_models {
         const T: Timespec = Timespec { sec: 100, nsec: 0 };
         const T2: Timespec = Timespec { sec: 101, nsec: 0 };
         crate::sync::loom_violated(3, move || {
-            let i = Arc::new(Inode::new(
-                2,
-                S_IFREG | 0o644,
-                0,
-                0,
-                0,
-                Contents::Special,
-                T,
-            ));
-            i.times.broken.store(broken, Relaxed);
+            let i = model_file(T, broken);
             // The name's counter, as the open's walk (or cache entry) recorded it.
             let name = Arc::new(crate::sync::SeqCount::default());
             let start = name.read_begin().unwrap();
