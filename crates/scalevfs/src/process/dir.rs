@@ -259,9 +259,8 @@ impl Process {
             .lookup_locked(&parent.d, c, cx.guard)
             .ok_or(Errno::ENOENT)?;
         // Borrowed, not counted: the dentry's own count is given up only after a grace
-        // period (`Dentry::set_inode`), and `cx.guard` is held until the call returns. A
-        // count taken and given back here wrote the inode's first line, which nothing
-        // else in an unlink reads.
+        // period (`Dentry::set_inode`), and `cx.guard` is held until the call returns. (A
+        // count taken and given back here cost two atomic read-modify-writes.)
         let victim = d.inode_ptr(cx.guard).ok_or(Errno::ENOENT)?.get();
         if trailing {
             return Err(if victim.is_dir() {
