@@ -424,9 +424,9 @@ pub enum Contents {
 /// inode) share the first line with `holds` (an open and its close each write both) and the
 /// start of `contents` (whose lock every read and write of the data takes), and the
 /// attributes that `stat`, the walk's permission and type checks (the type is read from the
-/// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an open, read and close of the file do not write. (With `holds`
-/// beside the attributes, two threads opening one file took that line from each other on
-/// every open and close.) The allocation (the inode and the `Arc`'s counts) is 168 bytes,
+/// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an
+/// open, read and close of the file do not write. (With `holds` beside the attributes, two
+/// threads opening one file took that line from each other on every open and close.) The allocation (the inode and the `Arc`'s counts) is 168 bytes,
 /// which mimalloc serves from its 192-byte size class (up to 184 bytes: its padding takes the
 /// rest): blocks of a multiple of 64 bytes from 64-aligned pages, so neighbouring inodes
 /// never share a line (no `align(64)` needed, which cost 64 bytes of padding per inode).
@@ -936,8 +936,8 @@ impl Inode {
     /// an open whose hold comes after it in `holds`' order synchronizes with it, so sees
     /// the moved counter and gives up; one whose hold comes before is counted here, and
     /// the change time is set. (With a load, each side could miss the other's write: the
-    /// open would succeed on an inode whose unlink left its change time as it was. The
-    /// loom model `unlink_beside_an_open` fails that way.)
+    /// open would succeed on an inode whose unlink left its change time as it was: the
+    /// loom model `unlink_beside_an_open` has a twin with a load, which fails that way.)
     pub fn drop_link(&self, now: Timespec) -> bool {
         let _g = self.attr_lock.lock();
         self.seq.write_begin();
