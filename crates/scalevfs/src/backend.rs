@@ -1870,7 +1870,6 @@ impl SuperBlock {
             return pass.left == 0;
         }
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
-        let guard = crossbeam_epoch::pin();
         let (mut positive, mut gone) = (false, 0);
         for p in children {
             if pass.left == 0 {
@@ -1884,11 +1883,11 @@ impl SuperBlock {
             if c.flags() & (DIR | MOUNTED) != 0 || c.clear_referenced() {
                 continue;
             }
-            let ino = c.inode(&guard).map(|i| i.ino);
             if self.dcache.d_evict(c, &mut st, &mut pass.dead) {
                 pass.left -= 1;
                 gone += 1;
-                if let Some(ino) = ino {
+                // Read beside the count the eviction just killed: no inode is loaded.
+                if let Some(ino) = c.ino_locked() {
                     pass.inos.push(ino);
                     positive = true;
                 } else {
@@ -2171,6 +2170,8 @@ mod tests {
         always_stale: std::sync::atomic::AtomicBool,
         /// Lookups of one name asked ([`FileSystem::lookup`]).
         lookups: AtomicUsize,
+        /// The numbers [`FileSystem::names_evicted`] was given, in order.
+        evicted: Mutex<Vec<u64>>,
     }
 
     impl Probe {
@@ -2265,6 +2266,9 @@ mod tests {
             )))
         }
         test_fs_accounting!();
+        fn names_evicted(&self, inos: Vec<u64>) {
+            self.probe.evicted.lock().extend(inos);
+        }
         fn revalidate_dir(&self, _: &Inode, _: bool) -> Result<Option<Listing>> {
             self.probe.call();
             self.probe.revalidations.fetch_add(1, SeqCst);
@@ -2599,6 +2603,16 @@ mod tests {
         assert!(s.dentry_evictions > 0);
         // Each directory was loaded again after its names were swept.
         assert!(loads(&probe, 100) > 1, "{} loads", loads(&probe, 100));
+        // The file system was told the numbers of the objects whose names went: files'
+        // (directories stay), one per positive name evicted; the rest were the negative
+        // entries (one per directory and round).
+        let evicted = std::mem::take(&mut *probe.evicted.lock());
+        assert!(!evicted.is_empty());
+        for &ino in &evicted {
+            assert!(ino >= 1000 && ino % 1000 < 64, "evicted {ino}");
+        }
+        let told = evicted.len() as u64;
+        assert!(told <= s.dentry_evictions && s.dentry_evictions <= told + 12);
         // Listings are whole after reloads.
         let mut want: Vec<String> = (0..64).map(|f| format!("f{f}")).collect();
         want.push("sub".into());

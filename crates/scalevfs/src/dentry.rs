@@ -4,7 +4,8 @@
 //! A [`Dentry`] keeps what the walk reads (sequence counter, flags, key hash, chain link,
 //! parent, inode, name) in its first 96 bytes, then the readdir cookie (written only
 //! when the name is made or moved, under the parent's lock), and the reference count last,
-//! 48 bytes past the lookup fields. Blocks come 16-byte aligned from every allocator we
+//! 48 bytes past the lookup fields, with the inode's number just before it (for the cache's
+//! sweep, which kills the count and then reads the number: an eviction loads no inode). Blocks come 16-byte aligned from every allocator we
 //! serve from (mimalloc, glibc), and in a 16-byte-aligned block no 64-byte line holds both
 //! a lookup field and the count: taking a reference never invalidates a line that a lookup
 //! of this name reads (seed 000, part 2). A test checks the offsets at each alignment.
@@ -162,13 +163,19 @@ pub struct Dentry {
     pub cookie: AtomicU64,
     /// Keeps `cold` off every line that holds a lookup field (see "Layout").
     _gap: [u64; GAP_WORDS],
+    /// The inode's number, meaningful while `inode` is set: written with it (under the
+    /// parent's lock) and read under that lock by the cache's sweep, which gives
+    /// the numbers of the names it evicted to the file system: beside the count the sweep
+    /// kills, so an eviction reads no inode (it was a line per evicted name, 10% of a capped
+    /// W5 stat's loads that left the core, by `scripts/misses.sh`).
+    ino: AtomicU64,
     /// The reference count.
     pub cold: Cold,
 }
 
-/// Words between the cookie and `cold`: with the cookie, enough that no line holds both a
-/// lookup field and the count in a block that starts 16-byte aligned (see "Layout").
-const GAP_WORDS: usize = 5;
+/// Words between the cookie and `ino`: with the cookie and `ino`, enough that no line holds
+/// both a lookup field and the count in a block that starts 16-byte aligned (see "Layout").
+const GAP_WORDS: usize = 4;
 
 // SAFETY: all shared fields are atomics or epoch-managed; see the module docs.
 unsafe impl Send for Dentry {}
@@ -311,6 +318,23 @@ impl Dentry {
         dir
     }
 
+    /// The inode's number, `None` for a negative entry, read from the dentry alone (no
+    /// inode is loaded). The caller holds the parent's lock, or evicted the dentry under it
+    /// and holds it still.
+    #[inline]
+    pub fn ino_locked(&self) -> Option<u64> {
+        let inode = NonNull::new(self.inode.load(Relaxed));
+        let ino = self.ino.load(Relaxed);
+        #[cfg(debug_assertions)]
+        if let Some(p) = inode {
+            // SAFETY: as in `is_dir_locked`: the dentry owns the count, given up only under
+            // the parent's lock or at the dentry's destruction, after this call.
+            let theirs = unsafe { p.as_ref() }.ino;
+            assert_eq!(ino, theirs, "the dentry's number and its inode's");
+        }
+        inode.map(|_| ino)
+    }
+
     /// Replaces the inode. The caller holds the parent's lock and is inside `seq`'s write
     /// section (or the dentry is not yet published).
     pub fn set_inode(&self, inode: Option<Arc<Inode>>, guard: &Guard) {
@@ -321,6 +345,11 @@ impl Dentry {
             } else {
                 self.flags.fetch_and(!DIR, Release);
             }
+        }
+        // Left as it was when the entry turns negative: read only while `inode` is set,
+        // and an unlink then writes no line it did not load.
+        if let Some(i) = &inode {
+            self.ino.store(i.ino, Relaxed);
         }
         let new = inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut Inode);
         let old = self.inode.swap(new, Release);
@@ -867,6 +896,7 @@ impl DHash {
         let positive = inode.is_some();
         let cookie = dir.alloc_cookie();
         let is_dir = inode.as_ref().is_some_and(|i| i.is_dir());
+        let ino = inode.as_ref().map_or(0, |i| i.ino);
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
             flags: AtomicU32::new(if is_dir { REFERENCED | DIR } else { REFERENCED }),
@@ -877,6 +907,7 @@ impl DHash {
             name: DName::new(name.bytes),
             cookie: AtomicU64::new(cookie),
             _gap: [0; GAP_WORDS],
+            ino: AtomicU64::new(ino),
             cold: Cold {
                 refs: RefCount::new(1),
             },
@@ -905,6 +936,7 @@ impl DHash {
     /// Makes a file system root dentry (unhashed, no parent, flag `ROOT`), owning `inode`.
     pub fn d_alloc_root(inode: Arc<Inode>) -> DRef {
         let flags = if inode.is_dir() { ROOT | DIR } else { ROOT };
+        let ino = inode.ino;
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
             flags: AtomicU32::new(flags),
@@ -915,6 +947,7 @@ impl DHash {
             name: DName::new(b"/"),
             cookie: AtomicU64::new(0),
             _gap: [0; GAP_WORDS],
+            ino: AtomicU64::new(ino),
             cold: Cold {
                 refs: RefCount::new(1),
             },
@@ -1269,6 +1302,11 @@ mod tests {
             );
         }
         assert_eq!(cold + size_of::<Cold>(), size_of::<Dentry>());
+        // The sweep reads `ino` beside the count it kills: one line in mimalloc's blocks,
+        // which start 0 or 32 bytes into a line (see "Layout").
+        for start in [0, 32] {
+            assert_eq!((start + offset_of!(Dentry, ino)) / 64, (start + cold) / 64);
+        }
         // mimalloc's 160-byte class serves up to 152 bytes (see "Layout"), with no
         // alignment beyond a word's.
         assert!(size_of::<Dentry>() <= 152, "{}", size_of::<Dentry>());
