@@ -9,6 +9,8 @@
 //! - `w7-private`: open / read 64 bytes / close, each thread over 254 files of its own;
 //! - `w7-shared`: the same, both threads over the same 254 files, thread 1 opening the
 //!   file thread 0 opened in the turn before (the worst case of W7's `open_read_close`);
+//! - `w8-private`: create (`O_CREAT`, mode 0644), close and unlink of one name, each
+//!   thread in a directory of its own (W8's `private` case: `w8p/t<i>/n`);
 //! - `w5`: `stat` over hostfs, each thread cycling over its own host tree of 16 x 1,000
 //!   files, objects capped at 8,000 (W5's miss path; the tree is made in a fresh directory
 //!   on `/dev/shm` and removed at the end).
@@ -43,6 +45,20 @@ fn main() {
             };
             (p, 3000, [own, other])
         }
+        "w8-private" => {
+            let p = Vfs::new_memfs().process(Creds::root());
+            let dirs = ["/w8p/t0", "/w8p/t1"].map(|d| {
+                p.mkdir("/w8p", 0o755)
+                    .or_else(|e| match e {
+                        scalevfs::Errno::EEXIST => Ok(()),
+                        e => Err(e),
+                    })
+                    .expect("mkdir /w8p");
+                p.mkdir(d, 0o755).expect("mkdir");
+                vec![format!("{d}/n")]
+            });
+            (p, 3000, dirs)
+        }
         "w5" => {
             let (root, vfs, trees) = w5_trees();
             host = Some((root, vfs.clone()));
@@ -53,7 +69,7 @@ fn main() {
             )
         }
         _ => {
-            eprintln!("usage: conflict_audit w7-private|w7-shared|w5 [WINDOW] [ROUNDS]");
+            eprintln!("usage: conflict_audit w7-private|w7-shared|w8-private|w5 [WINDOW] [ROUNDS]");
             std::process::exit(2);
         }
     };
@@ -96,9 +112,17 @@ fn main() {
     }
 }
 
-/// Thread's operation: open/read/close for the W7 cases, stat for W5.
+/// Thread's operation: open/read/close for the W7 cases, create/close/unlink for W8, stat
+/// for W5.
 fn operation(case: &str, p: Process, paths: Vec<String>) -> Op {
     match case {
+        "w8-private" => Box::new(move |k| {
+            let path = &paths[k % paths.len()];
+            let flags = OFlags::WRONLY | OFlags::CREAT;
+            let fd = p.open(path, flags, 0o644).expect("create");
+            p.close(fd).expect("close");
+            p.unlink(path).expect("unlink");
+        }),
         "w5" => Box::new(move |k| {
             p.stat(&paths[k % paths.len()]).expect("stat");
         }),

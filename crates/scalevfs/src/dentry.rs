@@ -82,6 +82,8 @@
 //! A non-directory that is unlinked is not unhashed: it turns negative in place (its inode
 //! pointer is cleared under the sequence counter), like Linux `d_delete`, so a create of
 //! the same name reuses it. Open files hold the inode, not the dentry, so nothing is lost.
+//! The count the dentry gave up is dropped a grace period later by the thread that cleared
+//! it, from its batch (`reclaim::retire_inode`), not by whichever thread collects.
 //!
 //! # Flags word
 //! | bit | meaning | written under |
@@ -354,12 +356,10 @@ impl Dentry {
         let new = inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut Inode);
         let old = self.inode.swap(new, Release);
         if !old.is_null() {
-            let old = SendPtr(old);
-            // SAFETY: `old` came from `Arc::into_raw` and is no longer reachable from the
-            // dentry; readers that loaded it hold guards, so the drop waits for them.
-            unsafe {
-                guard.defer_unchecked(move || drop(Arc::from_raw(old.into_inner())));
-            }
+            // SAFETY: `old` came from `Arc::into_raw`, and the dentry's count it stood for
+            // is ours now: it is no longer reachable from the dentry. Readers that loaded
+            // it hold guards, so the drop waits for them (`retire_inode`).
+            crate::reclaim::retire_inode(unsafe { Arc::from_raw(old) }, guard);
         }
     }
 }
@@ -1386,7 +1386,7 @@ mod tests {
             if t0.elapsed() > std::time::Duration::from_secs(10) {
                 return false;
             }
-            crossbeam_epoch::pin().flush();
+            crate::reclaim::flush();
             std::thread::yield_now();
         }
         true
@@ -1432,6 +1432,43 @@ mod tests {
                 .all(|i| Arc::strong_count(i) == 1)
         };
         assert!(collect_until(released), "inodes not released");
+    }
+
+    /// The count an unlinked name gives up is the unlinking thread's to drop (see
+    /// `reclaim`, "A thread as the owner"): the collector's own work never drops it, the
+    /// thread's flush (which retires its batch however small) does.
+    #[test]
+    fn an_unlinked_names_inode_count_is_dropped_by_its_thread() {
+        std::thread::spawn(|| {
+            let dir = dir_inode(1);
+            let file = Arc::new(Inode::new(
+                2,
+                0o100644,
+                0,
+                0,
+                0,
+                Contents::File(crate::sync::RwLock::new(Default::default())),
+                Timespec::default(),
+            ));
+            let h = DHash::new(16);
+            let root = DHash::d_alloc_root(dir.clone());
+            let g = crossbeam_epoch::pin();
+            {
+                let mut st = dir.dir().unwrap().lock();
+                let f = h.d_alloc(root.ptr(), &scan(b"f"), Some(file.clone()), &mut st);
+                // SAFETY: just allocated and hashed; the directory lock is held.
+                let f = unsafe { DPtr::new(f) };
+                h.d_delete(&f, &mut st, &g);
+            }
+            drop(g);
+            for _ in 0..64 {
+                crossbeam_epoch::pin().flush();
+            }
+            assert_eq!(Arc::strong_count(&file), 2, "dropped by the collector");
+            assert!(collect_until(|| Arc::strong_count(&file) == 1));
+        })
+        .join()
+        .unwrap();
     }
 
     /// An rmdir's drop of its directory's negative entries (`d_drop_negatives`, run under

@@ -23,6 +23,22 @@
 //! collected, and then until its owner's next retire. Nothing but memory waits; what a
 //! retire must do at once (counts given back, a host descriptor closed) is the caller's.
 //!
+//! # A thread as the owner
+//! [`LocalRetire`] makes a thread the owner, for what a call drops when it unlinks a name (a
+//! dentry's last count on an unlinked inode, `dentry::Dentry::set_inode`): items go into
+//! the thread's current batch, which is retired (as above) when it holds
+//! [`LocalRetire::BATCH`] items, and the batches whose grace period ended are dropped by
+//! the same thread at that moment. Two threads each creating and unlinking files in a
+//! directory of their own then free each their own inodes: through the collector, about
+//! half of them were freed by the other thread, whose bag it collected, and each such
+//! free read the inode's count line from the other CPU and gave the block back through
+//! mimalloc's cross-thread list (`scripts/conflict-audit.sh w8-private`: most of the 0.8
+//! lines per create and unlink the threads passed between them). What waits: up to
+//! `BATCH - 1` items that no batch holds yet, and the batches whose markers have not run
+//! or whose thread has not retired since, until the thread's next retire or its exit,
+//! when its thread-local hands everything to the collector. An item is no more than the
+//! memory of one inode (its contents are freed at its eviction, not here).
+//!
 //! # Locks and fields outside a lock
 //! No lock of its own: the owner keeps it under whatever serializes its retires (the
 //! descriptor table's `alloc`). `expired` lives outside that lock: markers raise it on any
@@ -42,6 +58,7 @@
 //! the outer flush, or this thread's next pins, run what it would have. Its flag is a
 //! thread-local written only by its own thread.
 
+use crate::inode::Inode;
 use crate::sync::AtomicU64;
 use crossbeam_epoch::Guard;
 #[cfg(not(loom))]
@@ -134,13 +151,63 @@ pub(crate) fn flush() {
         return;
     }
     let _flushing = Flushing;
-    crossbeam_epoch::pin().flush();
+    let g = crossbeam_epoch::pin();
+    seal_local(&g);
+    g.flush();
+    drop(g);
+    // What this flush let expire, dropped now.
+    seal_local(&crossbeam_epoch::pin());
 }
 
 /// Under loom, a plain flush: loom's threads share one OS thread, and so would the flag.
 #[cfg(loom)]
 pub(crate) fn flush() {
     crossbeam_epoch::pin().flush();
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's retired inodes (see "A thread as the owner").
+    static RETIRED_INODES: std::cell::RefCell<LocalRetire<Arc<Inode>>> =
+        std::cell::RefCell::new(LocalRetire::new());
+}
+
+/// Drops `inode`, a count a dentry gave up (readers that loaded the dentry's pointer may
+/// still use it), after a grace period: on this thread, from its batch of retired inodes
+/// (see "A thread as the owner"), or through the collector when the thread is going away
+/// or is already inside a drop of that batch (and always under loom, whose threads share
+/// one thread-local).
+pub(crate) fn retire_inode(inode: Arc<Inode>, guard: &Guard) {
+    #[cfg(not(loom))]
+    let Some(inode) = retire_local(inode, guard) else {
+        return;
+    };
+    let p = crate::SendPtr(Arc::into_raw(inode) as *mut Inode);
+    // SAFETY: the count is the caller's to give up; the deferred drop runs after every
+    // guard pinned before this call (the readers') is gone.
+    unsafe { guard.defer_unchecked(move || drop(Arc::from_raw(p.into_inner()))) };
+}
+
+/// [`retire_inode`] into this thread's batch; gives `inode` back if the thread-local is
+/// gone (the thread is exiting) or in use (a drop of its expired batches retires again).
+#[cfg(not(loom))]
+fn retire_local(inode: Arc<Inode>, guard: &Guard) -> Option<Arc<Inode>> {
+    let mut slot = Some(inode);
+    let expired = RETIRED_INODES.try_with(|r| {
+        let mut r = r.try_borrow_mut().ok()?;
+        Some(r.retire(slot.take()?, guard))
+    });
+    // Dropped here, with the thread-local no longer borrowed.
+    drop(expired);
+    slot
+}
+
+/// Retires this thread's batch of inodes now, however few it holds, and drops those
+/// whose grace period has ended (for [`flush`]).
+#[cfg(not(loom))]
+fn seal_local(g: &Guard) {
+    let expired = RETIRED_INODES.try_with(|r| Some(r.try_borrow_mut().ok()?.seal(g)));
+    drop(expired);
 }
 
 impl<T> Default for OwnerReclaim<T> {
@@ -195,6 +262,71 @@ impl<T: Send + 'static> OwnerReclaim<T> {
     /// Everything still waiting, for an owner that goes away to hand to the collector.
     pub fn into_pending(self) -> Vec<T> {
         self.pending.into_iter().flat_map(|(_, b)| b).collect()
+    }
+}
+
+/// A thread's retired items, freed by the thread once their grace period has ended (see
+/// "A thread as the owner"). Kept in a thread-local; dropping it (at the thread's exit)
+/// hands whatever it holds to the collector.
+#[cfg(not(loom))]
+pub(crate) struct LocalRetire<T: Send + 'static> {
+    /// Items retired since the last batch was.
+    current: Vec<T>,
+    /// The retired batches.
+    owner: OwnerReclaim<T>,
+}
+
+#[cfg(not(loom))]
+impl<T: Send + 'static> LocalRetire<T> {
+    /// Items per batch: one marker deferred per this many items.
+    pub const BATCH: usize = 64;
+
+    /// An empty one.
+    pub fn new() -> Self {
+        LocalRetire {
+            current: Vec::new(),
+            owner: OwnerReclaim::default(),
+        }
+    }
+
+    /// Retires `item`, which is out of every shared structure (no reader that pins from
+    /// now on can reach it), with `g` pinned. Returns the batches whose grace period has
+    /// ended, for the caller to drop once it no longer borrows `self` (dropping an item
+    /// may run code that retires again).
+    pub fn retire(&mut self, item: T, g: &Guard) -> Vec<Vec<T>> {
+        self.current.push(item);
+        if self.current.len() < Self::BATCH {
+            return Vec::new();
+        }
+        let batch = std::mem::replace(&mut self.current, Vec::with_capacity(Self::BATCH));
+        self.owner.retire(batch, g)
+    }
+
+    /// Retires the current batch whatever its size (nothing if it is empty), and returns
+    /// the batches whose grace period has ended, as [`LocalRetire::retire`] does.
+    pub fn seal(&mut self, g: &Guard) -> Vec<Vec<T>> {
+        let batch = std::mem::take(&mut self.current);
+        self.owner.retire(batch, g)
+    }
+
+    /// How many items wait: in the current batch, and in retired ones.
+    #[cfg(test)]
+    pub fn waiting(&self) -> usize {
+        self.current.len() + self.owner.waiting()
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: Send + 'static> Drop for LocalRetire<T> {
+    fn drop(&mut self) {
+        let mut rest = std::mem::take(&mut self.current);
+        rest.extend(std::mem::take(&mut self.owner).into_pending());
+        if rest.is_empty() {
+            return;
+        }
+        // Every item is out of every shared structure already; a deferral made now runs
+        // after every guard pinned before it, and so before any of them, is gone.
+        crossbeam_epoch::pin().defer(move || drop(rest));
     }
 }
 
@@ -325,6 +457,87 @@ mod tests {
         r.retire(vec![1, 2], &hold);
         r.retire(vec![3], &hold);
         assert_eq!(r.into_pending(), vec![1, 2, 3]);
+    }
+
+    /// An item that records, when dropped, the thread that dropped it.
+    struct Tracked(Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>);
+
+    impl Drop for Tracked {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().push(std::thread::current().id());
+        }
+    }
+
+    /// A thread's retired items come back to it (and it drops them) only once a guard
+    /// pinned before their retire is gone, then they do, oldest batch first; none is
+    /// dropped by another thread.
+    #[test]
+    fn a_thread_drops_what_it_retired_after_the_grace_period() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let me = std::thread::spawn(move || {
+            let batch = LocalRetire::<Tracked>::BATCH;
+            let mut r = LocalRetire::new();
+            let retire = |r: &mut LocalRetire<Tracked>, n: usize| -> usize {
+                let mut back = 0;
+                for _ in 0..n {
+                    let g = crossbeam_epoch::pin();
+                    let got = r.retire(Tracked(log.clone()), &g);
+                    back += got.iter().map(Vec::len).sum::<usize>();
+                    drop(got);
+                    g.flush();
+                }
+                back
+            };
+            let old = crossbeam_epoch::pin();
+            assert_eq!(retire(&mut r, 3 * batch), 0, "dropped under an older guard");
+            assert_eq!(r.waiting(), 3 * batch);
+            assert!(log.lock().unwrap().is_empty());
+            drop(old);
+            // More retires seal more batches, and collect the expired ones.
+            let start = std::time::Instant::now();
+            let mut back = 0;
+            while back < 3 * batch && start.elapsed() < std::time::Duration::from_secs(60) {
+                back += retire(&mut r, batch);
+                std::thread::yield_now();
+            }
+            assert!(back >= 3 * batch, "{back} items came back");
+            // What is dropped so far, before `r` hands the rest to the collector (whose
+            // drops may run on any thread).
+            let so_far = log.lock().unwrap().clone();
+            (std::thread::current().id(), so_far)
+        })
+        .join()
+        .unwrap();
+        let (me, dropped) = me;
+        assert!(dropped.len() >= 3 * LocalRetire::<Tracked>::BATCH);
+        assert!(dropped.iter().all(|&t| t == me));
+    }
+
+    /// What a thread still holds when it exits (a batch not yet full, and retired batches)
+    /// goes to the collector, which drops all of it.
+    #[test]
+    fn a_thread_that_exits_hands_its_items_to_the_collector() {
+        let dropped = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = dropped.clone();
+        let n = LocalRetire::<Tracked>::BATCH + 10;
+        std::thread::spawn(move || {
+            let mut r = LocalRetire::new();
+            let hold = crossbeam_epoch::pin();
+            for _ in 0..n {
+                assert!(r.retire(Tracked(log.clone()), &hold).is_empty());
+            }
+            assert_eq!(r.waiting(), n);
+        })
+        .join()
+        .unwrap();
+        let start = std::time::Instant::now();
+        while dropped.lock().unwrap().len() < n
+            && start.elapsed() < std::time::Duration::from_secs(60)
+        {
+            crossbeam_epoch::pin().flush();
+            std::thread::yield_now();
+        }
+        assert_eq!(dropped.lock().unwrap().len(), n);
     }
 }
 
