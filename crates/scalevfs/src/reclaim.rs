@@ -469,8 +469,8 @@ mod tests {
     }
 
     /// A thread's retired items come back to it (and it drops them) only once a guard
-    /// pinned before their retire is gone, then they do, oldest batch first; none is
-    /// dropped by another thread.
+    /// pinned before their retire is gone, and then they do; none is dropped by another
+    /// thread.
     #[test]
     fn a_thread_drops_what_it_retired_after_the_grace_period() {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
