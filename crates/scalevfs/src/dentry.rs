@@ -5,10 +5,11 @@
 //! parent, inode, name) in its first 96 bytes, then the readdir cookie (written only
 //! when the name is made or moved, under the parent's lock), and the reference count last,
 //! 48 bytes past the lookup fields, with the inode's number just before it (for the cache's
-//! sweep, which kills the count and then reads the number: an eviction loads no inode). Blocks come 16-byte aligned from every allocator we
-//! serve from (mimalloc, glibc), and in a 16-byte-aligned block no 64-byte line holds both
-//! a lookup field and the count: taking a reference never invalidates a line that a lookup
-//! of this name reads (seed 000, part 2). A test checks the offsets at each alignment.
+//! sweep, which kills the count and then reads the number: an eviction loads no inode).
+//! Blocks come 16-byte aligned from every allocator we serve from (mimalloc, glibc), and in
+//! a 16-byte-aligned block no 64-byte line holds both a lookup field and the count: taking
+//! a reference never invalidates a line that a lookup of this name reads (seed 000, part
+//! 2). A test checks the offsets at each alignment.
 //! What a chain walk (a lookup, or the rehash when the table grows) reads of a dentry
 //! whose key differs, its hash and then the link to the next, is in its first 32 bytes.
 //! mimalloc's 160-byte blocks start 0 or 32 bytes into a line, so those 32 bytes are
@@ -166,10 +167,10 @@ pub struct Dentry {
     /// Keeps `cold` off every line that holds a lookup field (see "Layout").
     _gap: [u64; GAP_WORDS],
     /// The inode's number, meaningful while `inode` is set: written with it (under the
-    /// parent's lock) and read under that lock by the cache's sweep, which gives
-    /// the numbers of the names it evicted to the file system: beside the count the sweep
-    /// kills, so an eviction reads no inode (it was a line per evicted name, 10% of a capped
-    /// W5 stat's loads that left the core, by `scripts/misses.sh`).
+    /// parent's lock) and read under that lock by the cache's sweep, which gives the
+    /// numbers of the names it evicted to the file system: beside the count the sweep
+    /// kills, so an eviction reads no inode (it was a line per evicted name, 10% of a
+    /// capped W5 stat's loads that left the core, by `scripts/misses.sh`).
     ino: AtomicU64,
     /// The reference count.
     pub cold: Cold,
