@@ -83,8 +83,9 @@
 //! A non-directory that is unlinked is not unhashed: it turns negative in place (its inode
 //! pointer is cleared under the sequence counter), like Linux `d_delete`, so a create of
 //! the same name reuses it. Open files hold the inode, not the dentry, so nothing is lost.
-//! The count the dentry gave up is dropped a grace period later by the thread that cleared
-//! it, from its batch (`reclaim::retire_inode`), not by whichever thread collects.
+//! The count the dentry gave up ([`GaveUp`]) is retired once the unlink has let go of the
+//! directory's lock, and dropped a grace period later by the thread that cleared it, from
+//! its batch (`reclaim::retire_inode`), not by whichever thread collects.
 //!
 //! # Flags word
 //! | bit | meaning | written under |
@@ -339,8 +340,10 @@ impl Dentry {
     }
 
     /// Replaces the inode. The caller holds the parent's lock and is inside `seq`'s write
-    /// section (or the dentry is not yet published).
-    pub fn set_inode(&self, inode: Option<Arc<Inode>>, guard: &Guard) {
+    /// section (or the dentry is not yet published). Returns the count on the old inode
+    /// the dentry gave up, for the caller to retire once it has closed the section and
+    /// let go of the lock ([`GaveUp::retire`]).
+    pub fn set_inode(&self, inode: Option<Arc<Inode>>) -> GaveUp {
         let dir = inode.as_ref().is_some_and(|i| i.is_dir());
         if dir != (self.flags.load(Relaxed) & DIR != 0) {
             if dir {
@@ -356,11 +359,43 @@ impl Dentry {
         }
         let new = inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut Inode);
         let old = self.inode.swap(new, Release);
-        if !old.is_null() {
-            // SAFETY: `old` came from `Arc::into_raw`, and the dentry's count it stood for
-            // is ours now: it is no longer reachable from the dentry. Readers that loaded
-            // it hold guards, so the drop waits for them (`retire_inode`).
-            crate::reclaim::retire_inode(unsafe { Arc::from_raw(old) }, guard);
+        // SAFETY: `old` came from `Arc::into_raw`, and the dentry's count it stood for is
+        // ours now: it is no longer reachable from the dentry. Readers that loaded it hold
+        // guards; `GaveUp` drops it only after a grace period (`retire_inode`).
+        GaveUp((!old.is_null()).then(|| unsafe { Arc::from_raw(old) }))
+    }
+}
+
+/// A count on an inode that a dentry gave up ([`Dentry::set_inode`]): lockless readers that
+/// loaded the dentry's pointer may still use the inode, so the count is dropped only after
+/// a grace period, by this thread (`reclaim::retire_inode`). The caller retires it once it
+/// has let go of the directory's lock and closed the dentry's write section: a retire may
+/// drop the thread's batch of inodes whose grace period ended (up to
+/// `reclaim::LocalRetire::BATCH` of them, a file-lock purge each where records were
+/// left), which is no work for inside either. Dropped without [`GaveUp::retire`] (an early
+/// return), it retires the count under a pin of its own: never at once.
+#[must_use = "a count a dentry gave up is retired after the caller's locks"]
+pub struct GaveUp(Option<Arc<Inode>>);
+
+impl GaveUp {
+    /// Retires the count after a grace period (see above); `guard` is the caller's pin.
+    pub fn retire(mut self, guard: &Guard) {
+        if let Some(i) = self.0.take() {
+            crate::reclaim::retire_inode(i, guard);
+        }
+    }
+
+    /// The inode whose count this is, if any (for tests).
+    #[cfg(test)]
+    fn inode(&self) -> Option<&Arc<Inode>> {
+        self.0.as_ref()
+    }
+}
+
+impl Drop for GaveUp {
+    fn drop(&mut self) {
+        if let Some(i) = self.0.take() {
+            crate::reclaim::retire_inode(i, &crossbeam_epoch::pin());
         }
     }
 }
@@ -966,11 +1001,14 @@ impl DHash {
         guard: &Guard,
     ) {
         let is_dir = inode.is_dir();
-        effect(|| {
+        let old = effect(|| {
             d.seq.write_begin();
-            d.set_inode(Some(inode), guard);
+            let old = d.set_inode(Some(inode));
             d.seq.write_end();
+            old
         });
+        // A negative entry's, so none (kept general: retired after the section).
+        old.retire(guard);
         // A new entry gets a fresh cookie, so an open readdir sees it at the end.
         self.recookie(d, dir);
         dir.positive += 1;
@@ -986,15 +1024,17 @@ impl DHash {
     }
 
     /// Unlink of a non-directory: the child turns negative in place. The caller holds the
-    /// parent's lock.
-    pub fn d_delete(&self, d: &Dentry, dir: &mut crate::inode::DirState, guard: &Guard) {
+    /// parent's lock, and retires the count the dentry gave up once it lets go of it.
+    pub fn d_delete(&self, d: &Dentry, dir: &mut crate::inode::DirState) -> GaveUp {
         dir.subdirs -= u32::from(d.is_dir_locked());
-        effect(|| {
+        let old = effect(|| {
             d.seq.write_begin();
-            d.set_inode(None, guard);
+            let old = d.set_inode(None);
             d.seq.write_end();
+            old
         });
         dir.positive -= 1;
+        old
     }
 
     /// Removes a child from the hash and its directory and drops the hash's reference. The
@@ -1421,7 +1461,7 @@ mod tests {
             let f = h.lookup_locked(&root, &scan(b"sub"), &g).unwrap();
             h.d_drop(f, &mut st);
             let s = h.lookup_locked(&root, &scan(b"g"), &g).unwrap();
-            h.d_delete(&s, &mut st, &g);
+            h.d_delete(&s, &mut st).retire(&g);
             h.d_drop(s, &mut st);
             assert!(st.children.is_empty());
         }
@@ -1459,13 +1499,42 @@ mod tests {
                 let f = h.d_alloc(root.ptr(), &scan(b"f"), Some(file.clone()), &mut st);
                 // SAFETY: just allocated and hashed; the directory lock is held.
                 let f = unsafe { DPtr::new(f) };
-                h.d_delete(&f, &mut st, &g);
+                h.d_delete(&f, &mut st).retire(&g);
             }
             drop(g);
             for _ in 0..64 {
                 crossbeam_epoch::pin().flush();
             }
             assert_eq!(Arc::strong_count(&file), 2, "dropped by the collector");
+            assert!(collect_until(|| Arc::strong_count(&file) == 1));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// An unlink hands the count its dentry gave up to the caller, who retires it after
+    /// the directory's lock (`GaveUp`): nothing is dropped inside the write section, and a
+    /// `GaveUp` dropped unretired still waits for a grace period.
+    #[test]
+    fn an_unlink_gives_its_count_to_the_caller_and_never_drops_it_at_once() {
+        std::thread::spawn(|| {
+            let dir = dir_inode(1);
+            let file = dir_inode(2);
+            let h = DHash::new(16);
+            let root = DHash::d_alloc_root(dir.clone());
+            let gave_up = {
+                let mut st = dir.dir().unwrap().lock();
+                let f = h.d_alloc(root.ptr(), &scan(b"f"), Some(file.clone()), &mut st);
+                // SAFETY: just allocated and hashed; the directory lock is held.
+                let f = unsafe { DPtr::new(f) };
+                h.d_delete(&f, &mut st)
+            };
+            assert!(gave_up.inode().is_some_and(|i| Arc::ptr_eq(i, &file)));
+            assert_eq!(Arc::strong_count(&file), 2, "the caller's to retire");
+            let g = crossbeam_epoch::pin();
+            drop(gave_up);
+            assert_eq!(Arc::strong_count(&file), 2, "dropped with no grace period");
+            drop(g);
             assert!(collect_until(|| Arc::strong_count(&file) == 1));
         })
         .join()

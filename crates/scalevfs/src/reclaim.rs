@@ -25,7 +25,7 @@
 //!
 //! # A thread as the owner
 //! [`LocalRetire`] makes a thread the owner, for what a call drops when it unlinks a name (a
-//! dentry's last count on an unlinked inode, `dentry::Dentry::set_inode`): items go into
+//! dentry's last count on an unlinked inode, `dentry::GaveUp`): items go into
 //! the thread's current batch, which is retired (as above) when it holds
 //! [`LocalRetire::BATCH`] items, and the batches whose grace period ended are dropped by
 //! the same thread at that moment. Two threads each creating and unlinking files in a

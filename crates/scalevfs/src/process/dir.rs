@@ -276,13 +276,17 @@ impl Process {
         fs.store_remove(dir_inode, c.bytes, victim)?;
         // Cached walks may pass through a symlink.
         let _ns = victim.symlink_target().is_some().then(NsChange::begin);
-        if fs.negative_admit() {
-            fs.dcache.d_delete(&d, &mut st, cx.guard);
+        let gave_up = if fs.negative_admit() {
+            Some(fs.dcache.d_delete(&d, &mut st))
         } else {
             fs.dcache.d_drop(d, &mut st);
-        }
+            None
+        };
         drop(_ns);
         drop(st);
+        if let Some(g) = gave_up {
+            g.retire(cx.guard);
+        }
         let t = now();
         Self::drop_link(fs, victim, t);
         dir_inode.dir_changed(-1, t);
