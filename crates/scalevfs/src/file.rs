@@ -999,13 +999,22 @@ impl FdTable {
             }
             f.slot_removed();
         }
-        for p in freed.now.into_iter().flatten() {
-            // SAFETY: its batch's grace period has ended (`OwnerReclaim`): no reader holds
-            // it, and it owns the strong count its slot had.
-            drop(unsafe { Arc::from_raw(p.into_inner()) });
+        if !freed.now.is_empty() {
+            Self::free_now(freed.now);
         }
         if let Some(p) = freed.alone {
             Self::defer_drop(vec![p], g);
+        }
+    }
+
+    /// Frees batches whose grace period has ended (once per [`BATCH`] closes): out of
+    /// line, so that the other closes pay only the test for them.
+    #[inline(never)]
+    fn free_now(now: Vec<Vec<SendPtr<OpenFile>>>) {
+        for p in now.into_iter().flatten() {
+            // SAFETY: its batch's grace period has ended (`OwnerReclaim`): no reader holds
+            // it, and it owns the strong count its slot had.
+            drop(unsafe { Arc::from_raw(p.into_inner()) });
         }
     }
 
