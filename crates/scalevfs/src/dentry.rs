@@ -378,6 +378,9 @@ impl Dentry {
 pub struct GaveUp(Option<Arc<Inode>>);
 
 impl GaveUp {
+    /// No count.
+    pub const NONE: GaveUp = GaveUp(None);
+
     /// Retires the count after a grace period (see above); `guard` is the caller's pin.
     pub fn retire(mut self, guard: &Guard) {
         if let Some(i) = self.0.take() {

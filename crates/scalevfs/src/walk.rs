@@ -231,6 +231,13 @@ impl<'a, 'g> Walked<'a, 'g> {
         Ok(())
     }
 
+    /// The mount sequence the walk began under (what [`Walked::validate`] checks besides
+    /// the final dentry's counter), for a fast walk.
+    pub fn mount_seq(&self) -> u64 {
+        debug_assert!(!self.locked, "a locked walk has nothing to validate");
+        self.mount_seq
+    }
+
     /// For a caller that already counts as a user of the final mount (an open file, a
     /// working directory): the holder's half of the umount handshake, then
     /// [`Walked::validate`].

@@ -277,16 +277,15 @@ impl Process {
         // Cached walks may pass through a symlink.
         let _ns = victim.symlink_target().is_some().then(NsChange::begin);
         let gave_up = if fs.negative_admit() {
-            Some(fs.dcache.d_delete(&d, &mut st))
+            fs.dcache.d_delete(&d, &mut st)
         } else {
+            // Its count goes with the dentry, a grace period after its unhashing.
             fs.dcache.d_drop(d, &mut st);
-            None
+            GaveUp::NONE
         };
         drop(_ns);
         drop(st);
-        if let Some(g) = gave_up {
-            g.retire(cx.guard);
-        }
+        gave_up.retire(cx.guard);
         let t = now();
         Self::drop_link(fs, victim, t);
         dir_inode.dir_changed(-1, t);
