@@ -100,17 +100,16 @@ impl Process {
         let mut rename_lock = None;
         loop {
             // Peek at both names under the parents' locks, to learn what else to lock.
-            let (od, nd, oi, ni) = {
-                let _l = DirLocks::lock(&[d1m, d2m]);
-                let od = fs.dcache.lookup_locked(&p1.d, c1, g);
-                let nd = fs.dcache.lookup_locked(&p2.d, c2, g);
-                let oi = od.and_then(|d| d.inode_arc(g));
-                let ni = nd.and_then(|d| d.inode_arc(g));
-                (od, nd, oi, ni)
-            };
+            let peek = DirLocks::lock(&[d1m, d2m]);
+            let od = fs.dcache.lookup_locked(&p1.d, c1, g);
+            let nd = fs.dcache.lookup_locked(&p2.d, c2, g);
+            let oi = od.and_then(|d| d.inode_arc(g));
+            let ni = nd.and_then(|d| d.inode_arc(g));
             let old_dir = oi.as_ref().is_some_and(|i| i.is_dir());
             let new_dir = ni.as_ref().is_some_and(|i| i.is_dir());
             if cross && (old_dir || new_dir) && rename_lock.is_none() {
+                // The rename lock comes before any directory's.
+                drop(peek);
                 rename_lock = Some(fs.rename_lock.lock());
                 continue;
             }
@@ -119,26 +118,36 @@ impl Process {
             } else {
                 None
             };
-            // A directory replaced must be empty, which is known only once it is loaded;
-            // no lock is held while it loads.
-            if let (Some(d), Some(i), Some(_)) = (nd, ni.as_deref(), victim_dir) {
-                if fs.needs_load(i) {
-                    rename_lock = None;
-                    fs.ensure_loaded(d, i)?;
-                    continue;
+            let mut locks = match victim_dir {
+                // Nothing more to lock: the peek's locks are the rename's, never let go, so
+                // what it saw stands (a rename in one directory, W9's, looks each name up
+                // once and locks once).
+                None => peek,
+                Some(vd) => {
+                    drop(peek);
+                    // A directory replaced must be empty, which is known only once it is
+                    // loaded; no lock is held while it loads.
+                    if let (Some(d), Some(i)) = (nd, ni.as_deref()) {
+                        if fs.needs_load(i) {
+                            rename_lock = None;
+                            fs.ensure_loaded(d, i)?;
+                            continue;
+                        }
+                    }
+                    let locks = DirLocks::lock(&[d1m, d2m, vd]);
+                    // Everything must be as peeked, or we start again.
+                    let ptr_of =
+                        |i: &Option<Arc<Inode>>| i.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+                    if fs.dcache.lookup_locked(&p1.d, c1, g) != od
+                        || fs.dcache.lookup_locked(&p2.d, c2, g) != nd
+                        || od.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&oi)))
+                        || nd.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&ni)))
+                    {
+                        continue;
+                    }
+                    locks
                 }
-            }
-            // The victim's lock, or `d1m` again (a duplicate is locked once).
-            let mut locks = DirLocks::lock(&[d1m, d2m, victim_dir.unwrap_or(d1m)]);
-            // Everything must be as peeked, or we start again.
-            let ptr_of = |i: &Option<Arc<Inode>>| i.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
-            if fs.dcache.lookup_locked(&p1.d, c1, g) != od
-                || fs.dcache.lookup_locked(&p2.d, c2, g) != nd
-                || od.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&oi)))
-                || nd.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&ni)))
-            {
-                continue;
-            }
+            };
             // Load again, with no lock held, what a sweep unloaded or another caller is
             // loading (see `DirLocks::settled`).
             if !locks.settled() {
@@ -227,12 +236,9 @@ impl Process {
             }
             fs.store_rename((i1, c1.bytes), (i2, c2.bytes), &oi, ni.as_deref(), exchange)?;
             // Cached walks may pass through a directory or symlink that moves or goes.
-            let walks_through = |i: &Option<Arc<Inode>>| {
-                i.as_ref()
-                    .is_some_and(|i| i.is_dir() || i.symlink_target().is_some())
-            };
-            let _ns =
-                (walks_through(&Some(oi.clone())) || walks_through(&ni)).then(NsChange::begin);
+            let walks_through = |i: &Inode| i.is_dir() || i.symlink_target().is_some();
+            let _ns = (walks_through(&oi) || ni.as_deref().is_some_and(walks_through))
+                .then(NsChange::begin);
             let t = now();
             if exchange {
                 let nd = nd_pos.expect("exchange target checked above");
