@@ -6,14 +6,14 @@
 # threads share"). A line in that list moves between CPUs at every turn.
 #
 # Usage: bash scripts/conflict-audit.sh CASE [WINDOW] [ROUNDS]
-#   CASE: w7-private | w7-shared | w8-private | w5 (see crates/scalevfs/examples/conflict_audit.rs);
+#   CASE: w7-private | w7-shared | w8-private | w9-private | w5 (see crates/scalevfs/examples/conflict_audit.rs);
 #   WINDOW: operations per turn (default 1; 256 for w5); ROUNDS: turns each (default 6).
 # Needs valgrind, python3 and addr2line (binutils). w5 traces 32,000 stats of warm-up too:
 # about 6 minutes.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${CARGO_TARGET_DIR:-$root/target}"
-case="${1:?usage: conflict-audit.sh w7-private|w7-shared|w8-private|w5 [WINDOW] [ROUNDS]}"
+case="${1:?usage: conflict-audit.sh w7-private|w7-shared|w8-private|w9-private|w5 [WINDOW] [ROUNDS]}"
 window="${2:-$([ "$case" = w5 ] && echo 256 || echo 1)}"
 rounds="${3:-6}"
 for tool in valgrind python3 addr2line; do

@@ -11,6 +11,8 @@
 //!   file thread 0 opened in the turn before (the worst case of W7's `open_read_close`);
 //! - `w8-private`: create (`O_CREAT`, mode 0644), close and unlink of one name, each
 //!   thread in a directory of its own (W8's `private` case: `w8p/t<i>/n`);
+//! - `w9-private`: rename of `a` to `b` and back, one rename per operation, each thread in
+//!   a directory of its own (W9's `private` case);
 //! - `w5`: `stat` over hostfs, each thread cycling over its own host tree of 16 x 1,000
 //!   files, objects capped at 8,000 (W5's miss path; the tree is made in a fresh directory
 //!   on `/dev/shm` and removed at the end).
@@ -59,6 +61,16 @@ fn main() {
             });
             (p, 3000, dirs)
         }
+        "w9-private" => {
+            let p = Vfs::new_memfs().process(Creds::root());
+            p.mkdir("/w9p", 0o755).expect("mkdir /w9p");
+            let dirs = ["/w9p/t0", "/w9p/t1"].map(|d| {
+                p.mkdir(d, 0o755).expect("mkdir");
+                p.write_file(format!("{d}/a"), b"").expect("create");
+                vec![format!("{d}/a"), format!("{d}/b")]
+            });
+            (p, 3000, dirs)
+        }
         "w5" => {
             let (root, vfs, trees) = w5_trees();
             host = Some((root, vfs.clone()));
@@ -69,7 +81,7 @@ fn main() {
             )
         }
         _ => {
-            eprintln!("usage: conflict_audit w7-private|w7-shared|w8-private|w5 [WINDOW] [ROUNDS]");
+            eprintln!("usage: conflict_audit w7-private|w7-shared|w8-private|w9-private|w5 [WINDOW] [ROUNDS]");
             std::process::exit(2);
         }
     };
@@ -112,8 +124,8 @@ fn main() {
     }
 }
 
-/// Thread's operation: open/read/close for the W7 cases, create/close/unlink for W8, stat
-/// for W5.
+/// Thread's operation: open/read/close for the W7 cases, create/close/unlink for W8, a
+/// rename for W9, stat for W5.
 fn operation(case: &str, p: Process, paths: Vec<String>) -> Op {
     match case {
         "w8-private" => Box::new(move |k| {
@@ -122,6 +134,10 @@ fn operation(case: &str, p: Process, paths: Vec<String>) -> Op {
             let fd = p.open(path, flags, 0o644).expect("create");
             p.close(fd).expect("close");
             p.unlink(path).expect("unlink");
+        }),
+        "w9-private" => Box::new(move |k| {
+            let (from, to) = (&paths[k % 2], &paths[(k + 1) % 2]);
+            p.rename(from, to).expect("rename");
         }),
         "w5" => Box::new(move |k| {
             p.stat(&paths[k % paths.len()]).expect("stat");
