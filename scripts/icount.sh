@@ -3,34 +3,63 @@
 # to run, unlike times). Each figure is (instructions with N operations - instructions with
 # 0) / N, from the loop examples in crates/scalevfs/examples.
 #
-# Usage: bash scripts/icount.sh [ROOT]    (ROOT: a checkout to measure, default this one)
-# Prints one "name instructions" line per operation.
+# Usage: bash scripts/icount.sh [--atomics] [ROOT]    (ROOT: a checkout, default this one)
+# Prints one "name instructions" line per operation. With --atomics, a third column: the
+# atomic read-modify-writes per operation (scripts/atomics.py), each of which costs tens of
+# cycles that callgrind counts as one instruction.
 set -euo pipefail
+atomics=0
+if [ "${1:-}" = --atomics ]; then
+    atomics=1
+    shift
+fi
 root="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 target="${CARGO_TARGET_DIR:-$root/target}"
+here="$(cd "$(dirname "$0")" && pwd)"
 command -v valgrind >/dev/null || { echo "icount.sh: valgrind not found" >&2; exit 1; }
 (cd "$root" && cargo build --release -q -p scalevfs --examples)
 
-total() { # instructions of one run
-    local out
+total() { # "instructions rmws" of one run (rmws 0 without --atomics); args: callgrind options, then the program
+    local out opts=()
     out=$(mktemp)
-    if ! valgrind --tool=callgrind --callgrind-out-file="$out" "$@" >/dev/null 2>&1; then
+    [ "$atomics" = 1 ] && opts=(--dump-instr=yes)
+    while [ "${1:-}" != -- ]; do
+        opts+=("$1")
+        shift
+    done
+    shift
+    if ! valgrind --tool=callgrind "${opts[@]}" --callgrind-out-file="$out" "$@" >/dev/null 2>&1; then
         echo "icount.sh: $* failed under valgrind" >&2
         rm -f "$out"
-        echo 0
+        echo 0 0
         return
     fi
-    awk '/^totals:/ {print $2}' "$out"
+    local rmw=0
+    if [ "$atomics" = 1 ]; then
+        rmw=$(python3 "$here/atomics.py" "$out" "$1" | awk '$1 == "rmw" {print $2}')
+    fi
+    echo "$(awk '/^totals:/ {print $2}' "$out") $rmw"
     rm -f "$out"
+}
+
+# One line: name, per-operation instructions (and read-modify-writes) from two runs' totals
+# and the operation count.
+line() { # name, n, "a_ins a_rmw", "b_ins b_rmw"
+    local name=$1 n=$2
+    read -r ai ar <<<"$3"
+    read -r bi br <<<"$4"
+    if [ "$atomics" = 1 ]; then
+        echo "$name $(( (ai - bi) / n )) $(awk -v a="$ar" -v b="$br" -v n="$n" 'BEGIN {printf "%.2f", (a - b) / n}')"
+    else
+        echo "$name $(( (ai - bi) / n ))"
+    fi
 }
 
 per_op() { # name, n, example, args after the count
     local name=$1 n=$2 ex=$3
     shift 3
-    local a b
-    a=$(total "$target/release/examples/$ex" "$n" "$@")
-    b=$(total "$target/release/examples/$ex" 0 "$@")
-    echo "$name $(( (a - b) / n ))"
+    line "$name" "$n" "$(total -- "$target/release/examples/$ex" "$n" "$@")" \
+        "$(total -- "$target/release/examples/$ex" 0 "$@")"
 }
 
 per_op stat_cached 200000 stat_loop
@@ -58,16 +87,8 @@ per_op cold_tree_hostfs 32000 cold_tree
 # the directory's descriptor; remove_cold, each unlinked (with its directory's rmdir,
 # which drops the negative entries the unlinks left).
 phase() { # name, function
-    local out
-    out=$(mktemp)
-    if valgrind --tool=callgrind --toggle-collect="fstree::$2" --callgrind-out-file="$out" \
-        "$target/release/examples/fstree" 50 1000 >/dev/null 2>&1; then
-        echo "$1 $(( $(awk '/^totals:/ {print $2}' "$out") / 50000 ))"
-    else
-        echo "icount.sh: fstree failed under valgrind" >&2
-        echo "$1 0"
-    fi
-    rm -f "$out"
+    line "$1" 50000 "$(total --toggle-collect="fstree::$2" -- \
+        "$target/release/examples/fstree" 50 1000)" "0 0"
 }
 phase create_cold phase_create
 phase walk_stat_cold phase_stat
