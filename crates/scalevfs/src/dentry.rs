@@ -725,7 +725,7 @@ impl DHash {
 
     /// The lock of `key`'s bucket (the same at every size: see `locks`).
     #[inline]
-    fn lock(&self, key: u64) -> crate::sync::BucketGuard<'_> {
+    fn lock(&self, key: u64) -> crate::sync::LeafGuard<'_> {
         self.locks.lock(key as usize)
     }
 

@@ -437,8 +437,9 @@ pub struct Inode {
     /// zero it is evicted (its pages freed and uncharged) and cannot be held again; see
     /// [`Inode::hold`].
     holds: AtomicU32,
-    /// Serializes attribute writers (and so the writers of `seq`).
-    attr_lock: Mutex<()>,
+    /// Serializes attribute writers (and so the writers of `seq`): a leaf lock, over
+    /// stores only.
+    attr_lock: crate::sync::LeafLock,
     /// Whether the file system was ever given an extended attribute for this inode (set
     /// under its file system's xattr lock, while the setter holds the inode: see
     /// `memfs`, "Extended attributes"), so that an eviction looks for them only then. It
@@ -581,7 +582,7 @@ impl Inode {
             size: AtomicU64::new(size),
             blocks: AtomicU64::new(0),
             times: FileTimes::new(now),
-            attr_lock: Mutex::new(()),
+            attr_lock: crate::sync::LeafLock::new(()),
             has_xattrs: crate::sync::AtomicBool::new(false),
             has_locks: crate::sync::AtomicBool::new(false),
             contents,

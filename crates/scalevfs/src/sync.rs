@@ -887,30 +887,31 @@ impl std::fmt::Debug for PerUserCounts {
     }
 }
 
+/// A lock at a leaf of the lock order, over a few loads and stores: no holder takes
+/// another lock, calls out or waits (a dentry hash chain's walk or link, an inode's
+/// attribute write section). A spin lock whose release is a store (`spin`'s), where
+/// `parking_lot`'s mutex releases with an atomic read-modify-write: tens of cycles at each
+/// of the several such locks a create, an unlink or a rename takes (`scripts/icount.sh
+/// --atomics`). A waiter yields to the scheduler between tries, so that a holder that was
+/// preempted gets the CPU. Under loom, loom's mutex, which its models interleave.
+#[cfg(not(loom))]
+pub(crate) type LeafLock = spin::mutex::SpinMutex<(), spin::relax::Yield>;
+/// See the other [`LeafLock`].
+#[cfg(loom)]
+pub(crate) type LeafLock = Mutex<()>;
+
+/// A held [`LeafLock`].
+#[cfg(not(loom))]
+pub(crate) type LeafGuard<'a> = spin::mutex::SpinMutexGuard<'a, ()>;
+/// A held [`LeafLock`].
+#[cfg(loom)]
+pub(crate) type LeafGuard<'a> = MutexGuard<'a, ()>;
+
 /// A padded table of locks chosen by hashing a key (seed 002's hashed locks): rarely
-/// taken per-object locks without a lock word in every object.
-///
-/// Its locks guard a few loads and stores each (a dentry hash chain's walk or link), and
-/// no holder takes another lock or calls out: a spin lock whose release is a store
-/// (`spin`'s), where `parking_lot`'s mutex releases with an atomic read-modify-write, tens
-/// of cycles at every one of a create's, an unlink's or a rename's bucket locks. A waiter
-/// yields to the scheduler between tries, so that a holder that was preempted gets the
-/// CPU. Under loom, loom's mutex, which its models can interleave.
+/// taken per-object locks without a lock word in every object. They are [`LeafLock`]s.
 pub struct LockTable {
-    locks: Box<[CachePadded<BucketLock>]>,
+    locks: Box<[CachePadded<LeafLock>]>,
 }
-
-#[cfg(not(loom))]
-type BucketLock = spin::mutex::SpinMutex<(), spin::relax::Yield>;
-#[cfg(loom)]
-type BucketLock = Mutex<()>;
-
-/// A held lock of a [`LockTable`].
-#[cfg(not(loom))]
-pub(crate) type BucketGuard<'a> = spin::mutex::SpinMutexGuard<'a, ()>;
-/// A held lock of a [`LockTable`].
-#[cfg(loom)]
-pub(crate) type BucketGuard<'a> = MutexGuard<'a, ()>;
 
 impl LockTable {
     /// A table of `n` locks (rounded up to a power of two).
@@ -918,7 +919,7 @@ impl LockTable {
         let n = n.next_power_of_two();
         LockTable {
             locks: (0..n)
-                .map(|_| CachePadded::new(BucketLock::new(())))
+                .map(|_| CachePadded::new(LeafLock::new(())))
                 .collect(),
         }
     }
@@ -931,7 +932,7 @@ impl LockTable {
     /// The lock for `index` (taken modulo the table's size: indexes that are equal modulo
     /// [`LockTable::len`] share a lock).
     #[inline]
-    pub(crate) fn lock(&self, index: usize) -> BucketGuard<'_> {
+    pub(crate) fn lock(&self, index: usize) -> LeafGuard<'_> {
         self.locks[self.slot(index)].lock()
     }
 
