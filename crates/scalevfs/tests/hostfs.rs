@@ -1727,12 +1727,21 @@ fn opens_by_name_race_renames_of_that_name() {
         .collect();
     let q = p.fork();
     let mover = std::thread::spawn(move || {
-        let mut moved = 0;
-        for _ in 0..20_000 {
-            match q.rename("/d/f", "/d/g") {
-                Ok(()) => moved += 1,
-                Err(e) => assert_eq!(e, Errno::ENOENT),
+        let rename = || match q.rename("/d/f", "/d/g") {
+            Ok(()) => 1,
+            Err(e) => {
+                assert_eq!(e, Errno::ENOENT);
+                0
             }
+        };
+        let mut moved: u32 = (0..20_000).map(|_| rename()).sum();
+        // On a loaded machine the openers may not have run at all during those renames
+        // (each a microsecond or two when the name is missing): the race needs at least
+        // one name moved, so go on until one is.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while moved == 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+            moved += rename();
         }
         moved
     });
