@@ -23,7 +23,8 @@ use crate::inode::Inode;
 use crate::mount::{Mount, MountRef};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, MutexGuard, SeqCount,
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, LeafMutex, LeafMutexGuard, Mutex,
+    SeqCount,
 };
 use crate::types::{Fd, OFlags};
 use crate::SendPtr;
@@ -728,7 +729,7 @@ pub struct FdTable {
     slots: Atomic<Slots>,
     /// Which numbers are taken, and the closed descriptions waiting for their batch to be
     /// deferred; serializes writers.
-    alloc: Mutex<Alloc>,
+    alloc: LeafMutex<Alloc>,
     /// The directory keys of the first slots, for readers with no guard.
     dir_keys: DirKeys,
     /// What a loom model's twin breaks.
@@ -776,7 +777,7 @@ impl Default for FdTable {
         FdTable {
             id: NEXT.fetch_add(1, Relaxed),
             slots: Atomic::new(Slots::with_len(16)),
-            alloc: Mutex::new(Alloc::default()),
+            alloc: LeafMutex::new(Alloc::default()),
             dir_keys: DirKeys::default(),
             #[cfg(loom)]
             broken: Broken::default(),
@@ -868,7 +869,7 @@ impl FdTable {
     /// The array, for a holder of `alloc`: only a holder of `alloc` replaces it, and a
     /// replaced array is freed a grace period later, so it is live while `alloc` is held,
     /// without a guard.
-    fn slots_locked<'a>(&'a self, _alloc: &'a MutexGuard<'_, Alloc>) -> &'a Slots {
+    fn slots_locked<'a>(&'a self, _alloc: &'a LeafMutexGuard<'_, Alloc>) -> &'a Slots {
         // SAFETY: see above; the borrow of the guard keeps `alloc` held for `'a`.
         unsafe {
             self.slots
@@ -880,7 +881,12 @@ impl FdTable {
     /// Puts `f` in slot `i`, growing the array if needed; returns what was there. The
     /// caller holds `alloc` (`a`); a pin is taken only to retire the old array when it
     /// grows, so an open that fits pays none.
-    fn put_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize, f: Arc<OpenFile>) -> *mut OpenFile {
+    fn put_locked(
+        &self,
+        a: &LeafMutexGuard<'_, Alloc>,
+        i: usize,
+        f: Arc<OpenFile>,
+    ) -> *mut OpenFile {
         self.fit_locked(a, i);
         let key = f.dir_key();
         #[cfg(loom)]
@@ -920,7 +926,7 @@ impl FdTable {
     }
 
     /// Makes the array long enough for slot `i` (see [`FdTable::put_locked`]).
-    fn fit_locked(&self, a: &MutexGuard<'_, Alloc>, i: usize) {
+    fn fit_locked(&self, a: &LeafMutexGuard<'_, Alloc>, i: usize) {
         let cur = self.slots_locked(a);
         if i >= cur.0.len() {
             let n = (i + 1).next_power_of_two().max(cur.0.len() * 2);

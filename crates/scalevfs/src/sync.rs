@@ -894,18 +894,23 @@ impl std::fmt::Debug for PerUserCounts {
 /// of the several such locks a create, an unlink or a rename takes (`scripts/icount.sh
 /// --atomics`). A waiter yields to the scheduler between tries, so that a holder that was
 /// preempted gets the CPU. Under loom, loom's mutex, which its models interleave.
-#[cfg(not(loom))]
-pub(crate) type LeafLock = spin::mutex::SpinMutex<(), spin::relax::Yield>;
-/// See the other [`LeafLock`].
-#[cfg(loom)]
-pub(crate) type LeafLock = Mutex<()>;
+pub(crate) type LeafLock = LeafMutex<()>;
+/// A held [`LeafLock`].
+pub(crate) type LeafGuard<'a> = LeafMutexGuard<'a, ()>;
 
-/// A held [`LeafLock`].
+/// A [`LeafLock`] over a value (a descriptor table's allocation state).
 #[cfg(not(loom))]
-pub(crate) type LeafGuard<'a> = spin::mutex::SpinMutexGuard<'a, ()>;
-/// A held [`LeafLock`].
+pub(crate) type LeafMutex<T> = spin::mutex::SpinMutex<T, spin::relax::Yield>;
+/// See the other [`LeafMutex`].
 #[cfg(loom)]
-pub(crate) type LeafGuard<'a> = MutexGuard<'a, ()>;
+pub(crate) type LeafMutex<T> = Mutex<T>;
+
+/// A held [`LeafMutex`].
+#[cfg(not(loom))]
+pub(crate) type LeafMutexGuard<'a, T> = spin::mutex::SpinMutexGuard<'a, T>;
+/// A held [`LeafMutex`].
+#[cfg(loom)]
+pub(crate) type LeafMutexGuard<'a, T> = MutexGuard<'a, T>;
 
 /// A padded table of locks chosen by hashing a key (seed 002's hashed locks): rarely
 /// taken per-object locks without a lock word in every object. They are [`LeafLock`]s.
