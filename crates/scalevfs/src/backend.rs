@@ -1607,7 +1607,7 @@ impl SuperBlock {
             // SAFETY: a child is alive while it is in `children`, which we read under the
             // directory lock we hold; the pointer is the hash's own.
             let c = unsafe { DPtr::new(p) };
-            let name = c.get().name.to_vec(&guard);
+            let name = c.get().name_vec(&guard);
             let cur = c.inode_arc(&guard);
             let new = now.remove(&name);
             let same = match (&cur, &new) {

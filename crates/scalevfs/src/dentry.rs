@@ -1,30 +1,29 @@
 //! Dentries and the dentry hash: the name cache the lockless walk reads.
 //!
 //! # Layout
-//! A [`Dentry`] keeps what the walk reads (sequence counter, flags, key hash, chain link,
-//! parent, inode, name) in its first 96 bytes, then the readdir cookie (written only
-//! when the name is made or moved, under the parent's lock), and the reference count last,
-//! 48 bytes past the lookup fields, with the inode's number just before it (for the cache's
-//! sweep, which kills the count and then reads the number: an eviction loads no inode).
-//! Blocks come 16-byte aligned from every allocator we serve from (mimalloc, glibc), and in
-//! a 16-byte-aligned block no 64-byte line holds both a lookup field and the count: taking
-//! a reference never invalidates a line that a lookup of this name reads (seed 000, part
-//! 2). A test checks the offsets at each alignment.
+//! A [`Dentry`] is 128 bytes, two lines. What the walk reads (sequence counter, flags, key
+//! hash, chain link, parent, inode, and the name's first 24 bytes) is the first 64 bytes;
+//! the reference count is the last 8, with the inode's number just before it (for the
+//! cache's sweep, which kills the count and then reads the number: an eviction loads no
+//! inode). Between them: the buffer of a name longer than 24 bytes (read by a lookup
+//! only for such a name), the readdir cookie (written only when the name is made or
+//! moved, under the parent's lock), and 32 bytes to spare. mimalloc serves 128-byte
+//! blocks 128-byte aligned (its power-of-two classes up to 128 bytes are naturally
+//! aligned; a test checks it), so the lookup fields are one line and the count the other:
+//! taking a reference never invalidates a line that a lookup of this name reads (seed 000,
+//! part 2), and no dentry shares a line with another. From an allocator that aligns blocks
+//! only to 16 bytes (glibc), the count is still 56 bytes past the lookup fields, so no line
+//! holds both; a test checks the offsets at each 16-byte alignment.
 //! What a chain walk (a lookup, or the rehash when the table grows) reads of a dentry
 //! whose key differs, its hash and then the link to the next, is in its first 32 bytes.
-//! mimalloc's 160-byte blocks start 0 or 32 bytes into a line, so those 32 bytes are
-//! always in one line, while the fields after them are on the next line for every other
-//! dentry (with the link after the inode, as before, a walk past such a dentry read two
-//! lines: 22% of a create's and 3% of a cold stat's loads that left the core, by
-//! `scripts/misses.sh`).
 //!
-//! The dentry is 152 bytes with no alignment of its own: an `align(64)` (as it once had,
-//! at 192 bytes) sends each one through mimalloc's aligned path into its 256-byte class,
-//! 264 bytes per name in practice. At 152 it comes from mimalloc's 160-byte class, which
-//! serves up to 152 (glibc's chunk is 160 too); at 176, with a whole line between the name
-//! and the count, it came from the 192-byte class (`scalevfs bench --only W12`; see
-//! BENCHMARKS.md). The price: a dentry's count may share a line with the lookup fields of
-//! the dentry allocated after it.
+//! No length is kept for the name: names hold no NUL, so its zero padding ends it
+//! ([`DName`]), and the key hash is the low 32 bits of the key's mix. So everything a
+//! lookup compares fits the first line. (It was 152 bytes, served from mimalloc's
+//! 160-byte class, with 32 bytes of name inline and a 64-bit hash on 96 bytes of lookup
+//! fields; blocks of 160 start 0 or 32 bytes into a line, so a dentry's count shared a line
+//! with the lookup fields of the dentry after it. `align(64)`, at 192 bytes, sent each
+//! dentry through mimalloc's aligned path into its 256-byte class.)
 //!
 //! # Lookup
 //! The hash is an array of chains of intrusive, epoch-protected pointers, keyed by
@@ -110,7 +109,7 @@
 //! a striped counter, exact only when the table is quiet.
 
 use crate::inode::Inode;
-use crate::name::{Component, DName};
+use crate::name::{Component, DName, LongName};
 use crate::sync::effects::effect;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, LockTable, RefCount, SeqCount, StripedCounter};
 use crossbeam_epoch::Guard;
@@ -149,8 +148,9 @@ pub struct Dentry {
     pub seq: SeqCount,
     /// `ROOT`, `MOUNTED`, `UNHASHED`, `REFERENCED`, `DIR`.
     pub flags: AtomicU32,
-    /// Key hash of (parent, name).
-    pub hash: AtomicU64,
+    /// Key hash of (parent, name): the low 32 bits of [`DHash::key_hash`]'s mix, which
+    /// pick the bucket (the table has at most 2^24) and filter the chain.
+    pub hash: AtomicU32,
     /// Next in the hash chain: beside the hash, so that a lookup passing over a dentry
     /// of another key reads the first 32 bytes of it and nothing more (see "Layout").
     pub next: AtomicPtr<Dentry>,
@@ -159,11 +159,13 @@ pub struct Dentry {
     pub parent: AtomicPtr<Dentry>,
     /// The inode (an `Arc<Inode>` turned raw), null for a negative entry.
     pub inode: AtomicPtr<Inode>,
-    /// The name.
+    /// The name's first [`INLINE`](crate::name::INLINE) bytes: the last lookup field.
     pub name: DName,
+    /// The name's buffer when it is longer than `INLINE` bytes: read by a lookup only for
+    /// such names (see "Layout").
+    pub long: LongName,
     /// The readdir cookie in the parent: written under the parent's lock, when the name is
-    /// made or moved (a create, a rename), so seldom that it may share a line with the
-    /// lookup fields.
+    /// made or moved (a create, a rename).
     pub cookie: AtomicU64,
     /// Keeps `cold` off every line that holds a lookup field (see "Layout").
     _gap: [u64; GAP_WORDS],
@@ -177,8 +179,8 @@ pub struct Dentry {
     pub cold: Cold,
 }
 
-/// Words between the cookie and `ino`: with the cookie and `ino`, enough that no line holds
-/// both a lookup field and the count in a block that starts 16-byte aligned (see "Layout").
+/// Words between the cookie and `ino`: enough that no line holds both a lookup field and
+/// the count in a block that starts 16-byte aligned (see "Layout").
 const GAP_WORDS: usize = 4;
 
 // SAFETY: all shared fields are atomics or epoch-managed; see the module docs.
@@ -253,6 +255,18 @@ impl std::fmt::Debug for DPtr<'_> {
 }
 
 impl Dentry {
+    /// Whether the name is `c`. Racy under rename: validate with `seq` before trusting a
+    /// `true` (or hold the parent's lock).
+    #[inline]
+    pub fn name_eq(&self, c: &[u8], guard: &Guard) -> bool {
+        self.name.eq(&self.long, c, guard)
+    }
+
+    /// A copy of the name. Racy under rename, as [`Dentry::name_eq`].
+    pub fn name_vec(&self, guard: &Guard) -> Vec<u8> {
+        self.name.to_vec(&self.long, guard)
+    }
+
     /// The flags.
     #[inline]
     pub fn flags(&self) -> u32 {
@@ -620,7 +634,7 @@ impl Table {
     }
 
     #[inline]
-    fn head(&self, key: u64) -> &AtomicPtr<Dentry> {
+    fn head(&self, key: u32) -> &AtomicPtr<Dentry> {
         &self.buckets[(key as usize) & self.mask]
     }
 }
@@ -701,8 +715,8 @@ impl DHash {
 
     /// The key of the child `name_hash` of `parent` in this table.
     #[inline]
-    pub fn key_hash(&self, parent: usize, name_hash: u64) -> u64 {
-        crate::name::key_hash(self.key, parent, name_hash)
+    pub fn key_hash(&self, parent: usize, name_hash: u64) -> u32 {
+        crate::name::key_hash(self.key, parent, name_hash) as u32
     }
 
     /// The current bucket array, read lock-free under `guard`.
@@ -725,19 +739,19 @@ impl DHash {
 
     /// The lock of `key`'s bucket (the same at every size: see `locks`).
     #[inline]
-    fn lock(&self, key: u64) -> crate::sync::LeafGuard<'_> {
+    fn lock(&self, key: u32) -> crate::sync::LeafGuard<'_> {
         self.locks.lock(key as usize)
     }
 
     /// The bucket of `key` at the table's current size (tests).
     #[cfg(all(test, not(loom)))]
-    fn bucket(&self, key: u64) -> usize {
+    fn bucket(&self, key: u32) -> usize {
         (key as usize) & (self.buckets() - 1)
     }
 
     /// The index of the lock that guards `key`'s chain (tests).
     #[cfg(all(test, not(loom)))]
-    fn lock_index(&self, key: u64) -> usize {
+    fn lock_index(&self, key: u32) -> usize {
         self.locks.slot(key as usize)
     }
 
@@ -844,7 +858,7 @@ impl DHash {
                     return RcuLookup::Retry;
                 };
                 if d.parent.load(Relaxed) as usize == pkey
-                    && d.name.eq(c.bytes, guard)
+                    && d.name_eq(c.bytes, guard)
                     && d.flags.load(Relaxed) & UNHASHED == 0
                 {
                     if d.seq.read_retry(s) {
@@ -878,7 +892,7 @@ impl DHash {
         while let Some(d) = unsafe { DPtr::<'g>::from_raw(p) } {
             if d.hash.load(Relaxed) == key
                 && d.parent.load(Relaxed) as usize == pkey
-                && d.name.eq(c.bytes, _guard)
+                && d.name_eq(c.bytes, _guard)
             {
                 return Some(d);
             }
@@ -939,11 +953,12 @@ impl DHash {
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
             flags: AtomicU32::new(if is_dir { REFERENCED | DIR } else { REFERENCED }),
-            hash: AtomicU64::new(key),
+            hash: AtomicU32::new(key),
             parent: AtomicPtr::new(parent.as_ptr()),
             inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(name.bytes),
+            long: LongName::new(name.bytes),
             cookie: AtomicU64::new(cookie),
             _gap: [0; GAP_WORDS],
             ino: AtomicU64::new(ino),
@@ -979,11 +994,12 @@ impl DHash {
         let d = Box::new(Dentry {
             seq: SeqCount::new(),
             flags: AtomicU32::new(flags),
-            hash: AtomicU64::new(0),
+            hash: AtomicU32::new(0),
             parent: AtomicPtr::new(ptr::null_mut()),
             inode: AtomicPtr::new(Arc::into_raw(inode) as *mut _),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(b"/"),
+            long: LongName::new(b"/"),
             cookie: AtomicU64::new(0),
             _gap: [0; GAP_WORDS],
             ino: AtomicU64::new(ino),
@@ -1169,7 +1185,7 @@ impl DHash {
                 }
             }
             // SAFETY: we hold the parent locks and are inside the write section.
-            unsafe { d.name.set(name.bytes, guard) };
+            unsafe { d.name.set(&d.long, name.bytes, guard) };
             d.hash
                 .store(self.key_hash(newp as usize, name.hash), Relaxed);
             self.link(d);
@@ -1219,11 +1235,11 @@ impl DHash {
             // pointers.
             a.parent.store(pb, Release);
             b.parent.store(pa, Release);
-            let (na, nb) = (a.name.to_vec(guard), b.name.to_vec(guard));
+            let (na, nb) = (a.name_vec(guard), b.name_vec(guard));
             // SAFETY: both parents are locked and both write sections are open.
             unsafe {
-                a.name.set(&nb, guard);
-                b.name.set(&na, guard);
+                a.name.set(&a.long, &nb, guard);
+                b.name.set(&b.long, &na, guard);
             }
             let (ha, hb) = (a.hash.load(Relaxed), b.hash.load(Relaxed));
             a.hash.store(hb, Relaxed);
@@ -1322,7 +1338,7 @@ mod tests {
         let lookup_end = [
             offset_of!(Dentry, seq) + 8,
             offset_of!(Dentry, flags) + 4,
-            offset_of!(Dentry, hash) + 8,
+            offset_of!(Dentry, hash) + 4,
             offset_of!(Dentry, parent) + 8,
             offset_of!(Dentry, inode) + 8,
             offset_of!(Dentry, next) + 8,
@@ -1332,10 +1348,13 @@ mod tests {
         .max()
         .unwrap();
         assert_eq!(offset_of!(Dentry, seq), 0);
+        // All of them in the first 64 bytes: one line in mimalloc's 128-byte blocks, which
+        // are 128-byte aligned (see "Layout").
+        assert_eq!(lookup_end, 64);
         // A chain walk past another key's dentry reads its hash and its link: within the
-        // first 32 bytes, one line in a block that starts 0 or 32 bytes into it (see
-        // "Layout").
-        assert!(offset_of!(Dentry, hash) + 8 <= 32 && offset_of!(Dentry, next) + 8 <= 32);
+        // first 32 bytes.
+        assert!(offset_of!(Dentry, hash) + 4 <= 32 && offset_of!(Dentry, next) + 8 <= 32);
+        assert!(offset_of!(Dentry, long) >= lookup_end);
         assert!(offset_of!(Dentry, cookie) >= lookup_end);
         let cold = offset_of!(Dentry, cold);
         for start in (0..64).step_by(16) {
@@ -1344,17 +1363,38 @@ mod tests {
                 (start + cold) / 64 > last_lookup_line,
                 "a block at {start} in its line: the count shares line {last_lookup_line}"
             );
-        }
-        assert_eq!(cold + size_of::<Cold>(), size_of::<Dentry>());
-        // The sweep reads `ino` beside the count it kills: one line in mimalloc's blocks,
-        // which start 0 or 32 bytes into a line (see "Layout").
-        for start in [0, 32] {
+            // The sweep reads `ino` beside the count it kills: one line.
             assert_eq!((start + offset_of!(Dentry, ino)) / 64, (start + cold) / 64);
         }
-        // mimalloc's 160-byte class serves up to 152 bytes (see "Layout"), with no
-        // alignment beyond a word's.
-        assert!(size_of::<Dentry>() <= 152, "{}", size_of::<Dentry>());
+        assert_eq!(cold + size_of::<Cold>(), size_of::<Dentry>());
+        // mimalloc's 128-byte class, with no alignment beyond a word's (see "Layout").
+        assert_eq!(size_of::<Dentry>(), 128);
         assert_eq!(std::mem::align_of::<Dentry>(), 8);
+    }
+
+    /// mimalloc serves a 128-byte block 128-byte aligned (its blocks of a power of two up
+    /// to 128 bytes are naturally aligned), so a dentry's lookup fields are one line and
+    /// its count is on the other ("Layout").
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri's allocator gives a block only the alignment asked for"
+    )]
+    fn mimalloc_serves_dentries_line_aligned() {
+        let heap = mimalloc::MiMalloc;
+        let layout = std::alloc::Layout::new::<Dentry>();
+        let blocks: Vec<*mut u8> = (0..256)
+            // SAFETY: a layout of non-zero size.
+            .map(|_| unsafe { std::alloc::GlobalAlloc::alloc(&heap, layout) })
+            .collect();
+        for &b in &blocks {
+            assert!(!b.is_null());
+            assert_eq!(b as usize % 128, 0, "a dentry's block at {b:p}");
+        }
+        for b in blocks {
+            // SAFETY: allocated above with this layout, by this allocator.
+            unsafe { std::alloc::GlobalAlloc::dealloc(&heap, b, layout) };
+        }
     }
 
     /// The allocator serves dentries 16-byte aligned, which "Layout" counts on to keep
@@ -1669,7 +1709,7 @@ mod tests {
                 if let Some(r) = DRef::try_get(d) {
                     let ok = !d.seq.read_retry(s);
                     if ok {
-                        assert!(r.name.eq(name, &g) || r.seq.read_retry(s));
+                        assert!(r.name_eq(name, &g) || r.seq.read_retry(s));
                     }
                 }
             }
@@ -1709,7 +1749,7 @@ mod tests {
         for name in &names {
             let c = scan(name.as_bytes());
             match h.lookup_rcu(&root, &c, &g) {
-                RcuLookup::Found(d, _) => assert!(d.name.eq(name.as_bytes(), &g)),
+                RcuLookup::Found(d, _) => assert!(d.name_eq(name.as_bytes(), &g)),
                 RcuLookup::Retry => panic!("{name}: not found lock-free"),
             }
             assert!(h.lookup_locked(&root, &c, &g).is_some(), "{name}");
@@ -1854,7 +1894,7 @@ mod tests {
             let RcuLookup::Found(d, _) = h.lookup_rcu(&root, &scan(n.as_bytes()), &g) else {
                 panic!("{n} not found without locks");
             };
-            assert!(d.name.eq(n.as_bytes(), &g));
+            assert!(d.name_eq(n.as_bytes(), &g));
             assert_eq!(h.lookup_locked(&root, &scan(n.as_bytes()), &g), Some(d));
         }
         drop(g);
@@ -1894,13 +1934,13 @@ mod tests {
             assert!(h.locks.len() <= n, "{buckets}: more locks than buckets");
             // Keys that share a bucket at this size (or any larger one: the table only
             // grows) share a lock.
-            for key in 0..(4 * n as u64).min(1 << 16) {
-                let twin = key + n as u64;
+            for key in 0..(4 * n as u32).min(1 << 16) {
+                let twin = key + n as u32;
                 assert_eq!(h.lock_index(key), h.lock_index(twin), "{buckets}: {key}");
             }
             // And buckets spread over every lock (what hashed locks are for).
             let used: std::collections::HashSet<_> =
-                (0..n as u64).map(|k| h.lock_index(k)).collect();
+                (0..n as u32).map(|k| h.lock_index(k)).collect();
             assert_eq!(used.len(), h.locks.len(), "{buckets}: locks left unused");
         }
     }
@@ -1994,7 +2034,7 @@ mod loom_models {
             {
                 let g = crossbeam_epoch::pin();
                 if let RcuLookup::Found(d, s) = t.h.lookup_rcu(&t.root, &scan(b"a"), &g) {
-                    let named_a = d.name.eq(b"a", &g);
+                    let named_a = d.name_eq(b"a", &g);
                     let i = d.get().inode(&g).map(|i| i.ino);
                     if unvalidated || !d.seq.read_retry(s) {
                         // A validated lookup of `a` that found another name, or the

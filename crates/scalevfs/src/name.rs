@@ -12,21 +12,24 @@
 //! parent and a key of its file system's table and goes through a full avalanche
 //! ([`key_hash`]), so that every bit of it depends on every bit of the name.
 //!
-//! [`DName`] stores a dentry's name. Names up to [`INLINE`] bytes live inline in atomic
-//! words; longer ones live in an epoch-protected heap buffer. Both are rewritten by rename
+//! [`DName`] and [`LongName`] store a dentry's name. Its first [`INLINE`] bytes live
+//! inline in atomic words, zero padded (a name holds no NUL, so no length is kept); a
+//! longer name also lives whole in an epoch-protected heap buffer. Both are rewritten by rename
 //! under the dentry's sequence counter, and read with atomic loads, so a reader racing with
 //! a rename reads a stale name, never undefined behaviour, and the sequence counter tells
 //! it to retry.
 
 use crate::errno::{Errno, Result};
-use crate::sync::{AtomicU32, AtomicU64};
+use crate::sync::AtomicU64;
 use crate::types::limits::NAME_MAX;
 use crossbeam_epoch::{Atomic, Guard, Owned};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
-/// Bytes of a name kept inline in the dentry.
-pub const INLINE: usize = 32;
+/// Bytes of a name kept inline in the dentry's lookup line.
+pub const INLINE: usize = 24;
 const WORDS: usize = INLINE / 8;
+// `DName::eq` and `DName::to_vec` go over the three words one by one.
+const _: () = assert!(WORDS == 3);
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -455,118 +458,163 @@ pub fn check_len(c: &Component<'_>) -> Result<()> {
     }
 }
 
-/// A dentry's name: inline atomic words for short names, an epoch-protected buffer for
-/// long ones. Written only under the owning dentry's sequence counter (and its parent's
-/// lock); read with atomic loads under an epoch guard.
+/// The first [`INLINE`] bytes of a dentry's name, zero padded, in atomic words on the
+/// dentry's lookup line; with [`LongName`], the name. Names hold no NUL byte, so the first
+/// zero byte ends a name shorter than `INLINE`, and no length is kept: two names shorter
+/// than `INLINE` are equal when their padded words are. A name of `INLINE` bytes or more
+/// keeps its first `INLINE` bytes here too (none of them zero) and, if longer, its whole
+/// self in the `LongName`, which a lookup reads only then. Written only under the owning
+/// dentry's sequence counter (and its parent's lock); read with atomic loads under an
+/// epoch guard.
 #[repr(C)]
 pub struct DName {
-    len: AtomicU32,
     words: [AtomicU64; WORDS],
-    long: Atomic<Box<[u8]>>,
+}
+
+/// The whole of a dentry's name when it is longer than [`INLINE`] bytes (an epoch-protected
+/// buffer), or null. Kept off the dentry's lookup line: see [`DName`].
+pub struct LongName(Atomic<Box<[u8]>>);
+
+/// The word of `b` at byte `i`, zero padded, and zero past its end.
+#[inline(always)]
+fn word_at(b: &[u8], i: usize) -> u64 {
+    if i < b.len() {
+        load_word(b, i)
+    } else {
+        0
+    }
 }
 
 impl DName {
-    /// A name holding `bytes`.
+    /// The inline part of a name holding `bytes`; [`LongName::new`] makes the rest.
     pub fn new(bytes: &[u8]) -> DName {
-        let n = DName {
-            len: AtomicU32::new(0),
-            words: std::array::from_fn(|_| AtomicU64::new(0)),
-            long: Atomic::null(),
-        };
-        // SAFETY: the name is not shared yet; no reader can hold the old long buffer.
-        unsafe { n.set(bytes, crossbeam_epoch::unprotected()) };
-        n
+        debug_assert!(!bytes.contains(&0), "a name with a NUL byte");
+        DName {
+            words: std::array::from_fn(|i| AtomicU64::new(word_at(bytes, i * 8))),
+        }
     }
 
-    /// Replaces the name.
+    /// Replaces the name, both parts.
     ///
     /// # Safety
     /// The caller serializes writers (holds the parent directory lock and is inside the
     /// dentry's sequence-counter write section), and `guard` protects readers of the old
     /// buffer (or no reader can exist).
-    pub unsafe fn set(&self, bytes: &[u8], guard: &Guard) {
-        if bytes.len() <= INLINE {
-            for (i, w) in self.words.iter().enumerate() {
-                let v = if i * 8 < bytes.len() {
-                    load_word(bytes, i * 8)
-                } else {
-                    0
-                };
-                w.store(v, Relaxed);
-            }
-            let old = self
-                .long
-                .swap(crossbeam_epoch::Shared::null(), Release, guard);
-            if !old.is_null() {
-                // SAFETY: unlinked above; readers that still see it hold a guard.
-                unsafe { guard.defer_destroy(old) };
-            }
-        } else {
-            let old = self.long.swap(Owned::new(bytes.into()), Release, guard);
-            if !old.is_null() {
-                // SAFETY: as above.
-                unsafe { guard.defer_destroy(old) };
-            }
+    pub unsafe fn set(&self, long: &LongName, bytes: &[u8], guard: &Guard) {
+        debug_assert!(!bytes.contains(&0), "a name with a NUL byte");
+        for (i, w) in self.words.iter().enumerate() {
+            w.store(word_at(bytes, i * 8), Relaxed);
         }
-        self.len.store(bytes.len() as u32, Release);
+        let new = if bytes.len() > INLINE {
+            Owned::<Box<[u8]>>::new(bytes.into()).into_shared(guard)
+        } else {
+            crossbeam_epoch::Shared::null()
+        };
+        let old = long.0.swap(new, Release, guard);
+        if !old.is_null() {
+            // SAFETY: unlinked above; readers that still see it hold a guard.
+            unsafe { guard.defer_destroy(old) };
+        }
     }
 
     /// Whether the name equals `c`. Racy under rename: validate with the dentry's sequence
     /// counter before trusting a `true`.
     #[inline]
-    pub fn eq(&self, c: &[u8], guard: &Guard) -> bool {
-        let len = self.len.load(Acquire) as usize;
-        if len != c.len() {
+    pub fn eq(&self, long: &LongName, c: &[u8], guard: &Guard) -> bool {
+        let n = c.len();
+        if n > INLINE {
+            return long.eq(c, guard);
+        }
+        // The words up to the one that holds the zero after `c` (or all three): equal, the
+        // stored name ends where `c` does.
+        if self.words[0].load(Relaxed) != word_at(c, 0) {
             return false;
         }
-        if len <= INLINE {
-            let mut i = 0;
-            while i < len {
-                if self.words[i / 8].load(Relaxed) != load_word(c, i) {
-                    return false;
-                }
-                i += 8;
-            }
-            true
-        } else {
-            let p = self.long.load(Acquire, guard);
-            // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
-            match unsafe { p.as_ref() } {
-                Some(b) => &b[..] == c,
-                None => false,
-            }
+        if n < 8 {
+            return true;
         }
+        if self.words[1].load(Relaxed) != word_at(c, 8) {
+            return false;
+        }
+        if n < 16 {
+            return true;
+        }
+        if self.words[2].load(Relaxed) != word_at(c, 16) {
+            return false;
+        }
+        // At exactly `INLINE` bytes, the stored name may go on in its long buffer.
+        n < INLINE || long.is_empty(guard)
     }
 
     /// A copy of the name. Racy under rename, as [`DName::eq`].
-    pub fn to_vec(&self, guard: &Guard) -> Vec<u8> {
-        let len = self.len.load(Acquire) as usize;
-        if len <= INLINE {
-            // Through a buffer on the stack: extending a vector of `len` bytes by every
-            // word grew it (a reallocation per name, 750 instructions of a `getdents`
-            // entry's 850).
-            let mut buf = [0u8; INLINE];
-            for (chunk, w) in buf.chunks_exact_mut(8).zip(&self.words) {
-                chunk.copy_from_slice(&w.load(Relaxed).to_le_bytes());
-            }
-            buf[..len].to_vec()
+    pub fn to_vec(&self, long: &LongName, guard: &Guard) -> Vec<u8> {
+        // Through a buffer on the stack: extending a vector of `len` bytes by every
+        // word grew it (a reallocation per name, 750 instructions of a `getdents`
+        // entry's 850).
+        let w: [u64; WORDS] = std::array::from_fn(|i| self.words[i].load(Relaxed));
+        let mut buf = [0u8; INLINE];
+        for (chunk, w) in buf.chunks_exact_mut(8).zip(w) {
+            chunk.copy_from_slice(&w.to_le_bytes());
+        }
+        // The lowest zero byte of a word (the borrow can only mark bytes above it).
+        let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
+        let at = |i: usize| i * 8 + zero(w[i]).trailing_zeros() as usize / 8;
+        let len = if zero(w[0]) != 0 {
+            Some(at(0))
+        } else if zero(w[1]) != 0 {
+            Some(at(1))
+        } else if zero(w[2]) != 0 {
+            Some(at(2))
         } else {
-            let p = self.long.load(Acquire, guard);
-            // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
-            unsafe { p.as_ref() }
-                .map(|b| b.to_vec())
-                .unwrap_or_default()
+            None
+        };
+        if let Some(len) = len {
+            return buf[..len].to_vec();
+        }
+        let p = long.0.load(Acquire, guard);
+        // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
+        match unsafe { p.as_ref() } {
+            Some(b) => b.to_vec(),
+            None => buf.to_vec(),
         }
     }
 }
 
-impl Drop for DName {
+impl LongName {
+    /// The long part of a name holding `bytes`: null unless it is longer than [`INLINE`].
+    pub fn new(bytes: &[u8]) -> LongName {
+        LongName(if bytes.len() > INLINE {
+            Atomic::new(bytes.into())
+        } else {
+            Atomic::null()
+        })
+    }
+
+    /// Whether the name fits inline (no buffer).
+    #[inline]
+    fn is_empty(&self, guard: &Guard) -> bool {
+        self.0.load(Acquire, guard).is_null()
+    }
+
+    /// Whether the buffer holds `c`; false if there is none.
+    #[inline]
+    fn eq(&self, c: &[u8], guard: &Guard) -> bool {
+        let p = self.0.load(Acquire, guard);
+        // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
+        match unsafe { p.as_ref() } {
+            Some(b) => &b[..] == c,
+            None => false,
+        }
+    }
+}
+
+impl Drop for LongName {
     fn drop(&mut self) {
         // SAFETY: dropping means no reader remains (the dentry is reclaimed after a grace
         // period), so the buffer can go at once.
         unsafe {
             let g = crossbeam_epoch::unprotected();
-            let p = self.long.load(Relaxed, g);
+            let p = self.0.load(Relaxed, g);
             if !p.is_null() {
                 drop(p.into_owned());
             }
@@ -770,34 +818,37 @@ mod tests {
         assert_eq!(scan(b"123456789/x").bytes, b"123456789");
     }
 
+    /// A name of every length up to past the inline bytes, and its prefixes and
+    /// extensions: `eq` says equal exactly when the bytes are, and `to_vec` gives the bytes
+    /// back in a vector of just their length (a listing holds one per entry), whether the
+    /// name was made or set over another.
     #[test]
-    fn dname_roundtrip() {
+    fn dname_compares_and_copies_at_every_length() {
         let g = crossbeam_epoch::pin();
-        let long = vec![b'q'; 200];
-        let n = DName::new(b"hello");
-        assert!(n.eq(b"hello", &g));
-        assert!(!n.eq(b"hellp", &g));
-        assert!(!n.eq(b"hell", &g));
-        // SAFETY: single-threaded test; guard held.
-        unsafe { n.set(&long, &g) };
-        assert!(n.eq(&long, &g));
-        assert_eq!(n.to_vec(&g), long);
-        // SAFETY: as above.
-        unsafe { n.set(b"exactly-thirty-two-bytes-long!!!", &g) };
-        assert!(n.eq(b"exactly-thirty-two-bytes-long!!!", &g));
-    }
-
-    /// A copy of a name is its bytes, in a vector of just their length (a listing holds
-    /// one per entry), at every inline length and past it.
-    #[test]
-    fn dname_copies_are_exact() {
-        let g = crossbeam_epoch::pin();
-        for len in 0..=INLINE + 9 {
-            let name: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
-            let n = DName::new(&name);
-            let v = n.to_vec(&g);
-            assert_eq!(v, name, "{len}");
-            assert_eq!(v.capacity(), len, "{len}");
+        let names: Vec<Vec<u8>> = (0..=INLINE + 9)
+            .map(|len| (0..len).map(|i| b'a' + (i % 26) as u8).collect())
+            .collect();
+        for a in &names {
+            let made = (DName::new(a), LongName::new(a));
+            let set = (DName::new(b"x"), LongName::new(b"x"));
+            for b in &names {
+                // SAFETY: single-threaded test; guard held.
+                unsafe { set.0.set(&set.1, b, &g) };
+                // SAFETY: as above.
+                unsafe { set.0.set(&set.1, a, &g) };
+                for (n, how) in [(&made, "made"), (&set, "set")] {
+                    assert_eq!(n.0.eq(&n.1, b, &g), a == b, "{how} {a:?} against {b:?}");
+                    let v = n.0.to_vec(&n.1, &g);
+                    assert_eq!(&v, a, "{how}");
+                    assert_eq!(v.capacity(), a.len(), "{how}");
+                }
+            }
+            // One byte changed anywhere is another name.
+            for i in 0..a.len() {
+                let mut other = a.clone();
+                other[i] = b'Z';
+                assert!(!made.0.eq(&made.1, &other, &g), "{a:?} at {i}");
+            }
         }
     }
 }
@@ -827,7 +878,7 @@ mod loom_models {
         b.preemption_bound = Some(3);
         b.check(move || {
             let seq = Arc::new(SeqCount::new());
-            let name = Arc::new(DName::new(old));
+            let name = Arc::new((DName::new(old), LongName::new(old)));
             let w = {
                 let (seq, name) = (seq.clone(), name.clone());
                 thread::spawn(move || {
@@ -838,10 +889,10 @@ mod loom_models {
                         let g = crossbeam_epoch::pin();
                         // SAFETY: the only writer; the guard protects readers of the old
                         // buffer.
-                        unsafe { name.set(new, &g) };
+                        unsafe { name.0.set(&name.1, new, &g) };
                     } else {
                         // SAFETY: the only writer, and no heap buffer is involved.
-                        unsafe { name.set(new, crossbeam_epoch::unprotected()) };
+                        unsafe { name.0.set(&name.1, new, crossbeam_epoch::unprotected()) };
                     }
                     if sequenced {
                         seq.write_end();
@@ -851,7 +902,7 @@ mod loom_models {
             let truth = probe[..] == *old || probe[..] == *new;
             let check = |g: &Guard| {
                 if let Some(s) = seq.read_begin() {
-                    let eq = name.eq(&probe, g);
+                    let eq = name.0.eq(&name.1, &probe, g);
                     if !seq.read_retry(s) && eq && !truth {
                         seen.store(true, SeqCst);
                     }
@@ -896,6 +947,17 @@ mod loom_models {
         torn[0] = b'a';
         assert!(!set_vs_compare(b"ab", long, torn.clone(), true));
         assert!(!set_vs_compare(long, b"ab", torn, true));
+    }
+
+    /// A short name replaced by a long one whose first 24 bytes (the inline words) are a
+    /// name of exactly 24 bytes: a compare that read the new words and the old, empty
+    /// buffer would take the name for those 24 bytes, and must not validate.
+    #[test]
+    fn dname_inline_prefix_of_a_long_name() {
+        let long: &'static [u8] = b"012345678901234567890123-and-more";
+        let prefix = long[..INLINE].to_vec();
+        assert!(!set_vs_compare(b"ab", long, prefix.clone(), true));
+        assert!(!set_vs_compare(long, b"ab", prefix, true));
     }
 
     /// Without the write section, a torn name validates: the model sees it.

@@ -181,7 +181,7 @@ impl Process {
                 out.push(DirEntry {
                     ino: ci.ino,
                     file_type: ci.file_type(),
-                    name: child.name.to_vec(&g),
+                    name: child.name_vec(&g),
                     cookie: cookie + 1,
                 });
                 *pos = cookie + 1;

@@ -84,7 +84,7 @@ impl Process {
                 if cur.flags() & UNHASHED != 0 {
                     return Err(Errno::ENOENT);
                 }
-                let name = cur.name.to_vec(g);
+                let name = cur.name_vec(g);
                 let Some(parent) = cur.get().parent(g) else {
                     return Err(Errno::ENOENT);
                 };
