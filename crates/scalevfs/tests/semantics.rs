@@ -1542,6 +1542,25 @@ case!(mknod_kinds, |r| {
     ok!(r.unlink("/fifo"));
 });
 
+// A device number is kept for device nodes only (Linux's `do_mknodat` passes it on for
+// those, and 0 for a FIFO, socket or regular file), and `stat` reports it.
+case!(mknod_device_numbers, |r| {
+    let dev = (8 << 8) | 17; // makedev(8, 17)
+    ok!(r.mknod_dev("/reg", 0o100644, dev));
+    ok!(r.mknod_dev("/fifo", ty_fifo() | 0o644, dev));
+    ok!(r.mknod_dev("/sock", 0o140644, dev));
+    ok!(r.mknod_dev("/chr", 0o020644, dev));
+    ok!(r.mknod_dev("/blk", 0o060644, (1 << 8) | 3));
+    for p in ["/reg", "/fifo", "/sock", "/chr", "/blk"] {
+        ok!(r.lstat(p));
+    }
+    // A hard link and a rename keep it.
+    ok!(r.link("/chr", "/chr2"));
+    ok!(r.rename("/blk", "/blk2"));
+    ok!(r.lstat("/chr2"));
+    ok!(r.lstat("/blk2"));
+});
+
 // ---------------------------------------------------------------------------------------------
 // Directories: nlink, readdir, "..", cwd
 

@@ -95,7 +95,10 @@ impl Process {
             let t = now();
             let (uid, gid, mode) = init_owner(dir_inode, cx.creds, mode);
             let (rdev, target) = match kind {
-                NewKind::Node(_, dev) => (dev, None),
+                // Linux's `do_mknodat` passes the device number on for device nodes
+                // only: a FIFO, socket or regular file has `st_rdev` 0.
+                NewKind::Node(m, dev) if matches!(m & S_IFMT, S_IFCHR | S_IFBLK) => (dev, None),
+                NewKind::Node(..) => (0, None),
                 NewKind::Symlink(t) => (0, Some(t)),
                 NewKind::Dir => (0, None),
             };

@@ -120,6 +120,7 @@ fn st(s: scalevfs::Stat) -> St {
         gid: s.gid,
         size: s.size,
         blocks: s.blocks,
+        rdev: s.rdev,
         atime: (s.atime.sec, s.atime.nsec),
         mtime: (s.mtime.sec, s.mtime.nsec),
         ctime: (s.ctime.sec, s.ctime.nsec),
@@ -276,8 +277,8 @@ impl Sys for Engine {
         .map_err(e)
     }
 
-    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
-        self.p.mknodat(self.dir(d)?, path(p), mode, 0).map_err(e)
+    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32, dev: u64) -> Res<()> {
+        self.p.mknodat(self.dir(d)?, path(p), mode, dev).map_err(e)
     }
 
     fn unlink(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<()> {

@@ -226,6 +226,7 @@ fn st(s: rfs::Stat) -> St {
         gid: s.st_gid as u32,
         size: s.st_size as u64,
         blocks: s.st_blocks as u64,
+        rdev: s.st_rdev as u64,
         atime: (s.st_atime as i64, s.st_atime_nsec as u32),
         mtime: (s.st_mtime as i64, s.st_mtime_nsec as u32),
         ctime: (s.st_ctime as i64, s.st_ctime_nsec as u32),
@@ -412,12 +413,12 @@ impl Sys for Kernel {
         rfs::mkdirat(self.dir(d)?, p, Mode::from_raw_mode(mode)).map_err(errno)
     }
 
-    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()> {
+    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32, dev: u64) -> Res<()> {
         let dirfd = self.dir(d)?.as_raw_fd();
         let c = CString::new(p).map_err(|_| E::EINVAL)?;
         // SAFETY: `c` is a valid NUL-terminated string that outlives the call; `dirfd` is open
         // (or AT_FDCWD) for the duration of the call.
-        let r = unsafe { mknodat(dirfd, c.as_ptr(), mode, 0) };
+        let r = unsafe { mknodat(dirfd, c.as_ptr(), mode, dev) };
         if r == 0 {
             Ok(())
         } else {

@@ -185,6 +185,7 @@ pub struct St {
     pub gid: u32,
     pub size: u64,
     pub blocks: u64,
+    pub rdev: u64,
     pub atime: (i64, u32),
     pub mtime: (i64, u32),
     pub ctime: (i64, u32),
@@ -279,7 +280,7 @@ pub trait Sys {
     fn getdents(&mut self, h: H) -> Res<Vec<(Vec<u8>, u8)>>;
 
     fn mkdir(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()>;
-    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32) -> Res<()>;
+    fn mknod(&mut self, d: Dir, p: &[u8], mode: u32, dev: u64) -> Res<()>;
     /// `unlink`/`rmdir` (flags 0 / `REMOVEDIR` with `Cwd`) or `unlinkat`.
     fn unlink(&mut self, d: Dir, p: &[u8], flags: u32) -> Res<()>;
     fn rename(&mut self, od: Dir, old: &[u8], nd: Dir, new: &[u8], flags: u32) -> Res<()>;
@@ -410,8 +411,14 @@ fn st_line(ids: &mut HashMap<(u64, u64), usize>, s: &St) -> String {
     } else {
         s.blocks.to_string()
     };
+    // The device number only where it is not 0: it is 0 for all but device nodes.
+    let rdev = if s.rdev != 0 {
+        format!(" rd={:#x}", s.rdev)
+    } else {
+        String::new()
+    };
     format!(
-        "{} {:04o} n={} u={} g={} sz={size} bl={blocks} #{id}",
+        "{} {:04o} n={} u={} g={} sz={size} bl={blocks}{rdev} #{id}",
         type_char(s.mode),
         s.mode & 0o7777,
         s.nlink,
@@ -739,9 +746,14 @@ impl<'a> Rec<'a> {
     }
 
     pub fn mknod(&mut self, p: impl AsRef<[u8]>, mode: u32) -> Res<()> {
+        self.mknod_dev(p, mode, 0)
+    }
+
+    /// `mknod` with a device number.
+    pub fn mknod_dev(&mut self, p: impl AsRef<[u8]>, mode: u32, dev: u64) -> Res<()> {
         let p = p.as_ref();
-        let r = self.sys.mknod(Dir::Cwd, p, mode);
-        self.unit(format!("mknod({}, {mode:o})", show(p)), r)
+        let r = self.sys.mknod(Dir::Cwd, p, mode, dev);
+        self.unit(format!("mknod({}, {mode:o}, {dev:#x})", show(p)), r)
     }
 
     pub fn unlink_at(&mut self, d: Dir, p: impl AsRef<[u8]>, flags: u32) -> Res<()> {
