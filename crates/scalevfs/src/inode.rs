@@ -734,14 +734,19 @@ impl Inode {
         loop {
             let s = self.seq.read_begin_spin();
             let (ctime, ctime_nsec) = self.times.ctime_marked();
+            let mode = self.mode.load(Relaxed);
             let st = Stat {
                 dev,
                 ino: self.ino,
-                mode: self.mode.load(Relaxed),
+                mode,
                 nlink: self.nlink.load(Relaxed),
                 uid: self.uid.load(Relaxed),
                 gid: self.gid.load(Relaxed),
-                rdev: self.rdev,
+                rdev: if matches!(mode & S_IFMT, S_IFCHR | S_IFBLK) {
+                    self.rdev
+                } else {
+                    0
+                },
                 size: self.size.load(Relaxed),
                 blksize: PAGE as u32,
                 blocks: self.blocks.load(Relaxed),
