@@ -1542,6 +1542,46 @@ case!(mknod_kinds, |r| {
     ok!(r.unlink("/fifo"));
 });
 
+// A name looked up under a directory whose walk is cached (each directory is stat'ed
+// first, so the name's walk is one step from it): every kind of answer that step gives.
+case!(one_step_from_a_cached_directory, |r| {
+    base(r);
+    ok!(r.symlink("/f", "/d/lf"));
+    ok!(r.symlink("/d", "/d/ld"));
+    ok!(r.symlink("nowhere", "/d/dangling"));
+    ok!(r.symlink("lp", "/d/lp"));
+    ok!(r.mkfile("/d/x", b"x"));
+    ok!(r.mkdir("/d/sub", 0o700));
+    ok!(r.mkfile("/d/sub/y", b"y"));
+    ok!(r.stat("/d"));
+    ok!(r.stat("/d/x"));
+    ok!(r.stat("/d/lf"));
+    ok!(r.lstat("/d/lf"));
+    ok!(r.stat("/d/ld"));
+    err!(ENOENT, r.stat("/d/dangling"));
+    ok!(r.lstat("/d/dangling"));
+    err!(ELOOP, r.stat("/d/lp"));
+    err!(ENOENT, r.stat("/d/missing"));
+    err!(ENOENT, r.stat("/d/missing"));
+    ok!(r.stat("/f"));
+    err!(ENOTDIR, r.stat("/f/x"));
+    ok!(r.stat("/d/ld/x"));
+    r.set_creds(&u1000());
+    ok!(r.stat("/d/sub"));
+    err!(EACCES, r.stat("/d/sub/y"));
+    err!(EACCES, r.stat("/d/sub/y"));
+    r.as_root();
+    ok!(r.chmod("/d/sub", 0o701));
+    r.set_creds(&u1000());
+    ok!(r.stat("/d/sub/y"));
+    r.as_root();
+    ok!(r.unlink("/d/x"));
+    err!(ENOENT, r.stat("/d/x"));
+    ok!(r.rename("/d/sub", "/d/x"));
+    ok!(r.stat("/d/x/y"));
+    err!(ENOENT, r.stat("/d/sub/y"));
+});
+
 // A device number is kept for device nodes only (Linux's `do_mknodat` passes it on for
 // those, and 0 for a FIFO, socket or regular file), and `stat` reports it.
 case!(mknod_device_numbers, |r| {
