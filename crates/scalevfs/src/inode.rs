@@ -427,8 +427,8 @@ pub enum Contents {
 /// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an
 /// open, read and close of the file do not write. (With `holds` beside the attributes, two
 /// threads opening one file took that line from each other on every open and close.) The
-/// allocation (the inode and the `Arc`'s counts) is 168 bytes, which mimalloc serves from
-/// its 192-byte size class (up to 184 bytes: its padding takes the rest): blocks of a
+/// allocation (the inode and the `Arc`'s counts) is 176 bytes, which mimalloc serves from
+/// its 192-byte size class (requests of 160 to 184 bytes, measured): blocks of a
 /// multiple of 64 bytes from 64-aligned pages, so neighbouring inodes never share a line
 /// (no `align(64)` needed, which cost 64 bytes of padding per inode).
 #[repr(C)]
