@@ -267,6 +267,15 @@ impl Dentry {
         self.name.to_vec(&self.long, guard)
     }
 
+    /// Replaces the name, its inline words and its buffer together.
+    ///
+    /// # Safety
+    /// As [`DName::set`]: the parent's lock held, inside this dentry's write section.
+    unsafe fn set_name(&self, bytes: &[u8], guard: &Guard) {
+        // SAFETY: the caller's.
+        unsafe { self.name.set(&self.long, bytes, guard) }
+    }
+
     /// The flags.
     #[inline]
     pub fn flags(&self) -> u32 {
@@ -1185,7 +1194,7 @@ impl DHash {
                 }
             }
             // SAFETY: we hold the parent locks and are inside the write section.
-            unsafe { d.name.set(&d.long, name.bytes, guard) };
+            unsafe { d.set_name(name.bytes, guard) };
             d.hash
                 .store(self.key_hash(newp as usize, name.hash), Relaxed);
             self.link(d);
@@ -1238,8 +1247,8 @@ impl DHash {
             let (na, nb) = (a.name_vec(guard), b.name_vec(guard));
             // SAFETY: both parents are locked and both write sections are open.
             unsafe {
-                a.name.set(&a.long, &nb, guard);
-                b.name.set(&b.long, &na, guard);
+                a.set_name(&nb, guard);
+                b.set_name(&na, guard);
             }
             let (ha, hb) = (a.hash.load(Relaxed), b.hash.load(Relaxed));
             a.hash.store(hb, Relaxed);

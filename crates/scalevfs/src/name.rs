@@ -556,26 +556,21 @@ impl DName {
         for (chunk, w) in buf.chunks_exact_mut(8).zip(w) {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
-        // The lowest zero byte of a word (the borrow can only mark bytes above it).
-        let zero = |w: u64| w.wrapping_sub(ONES) & !w & HIGHS;
-        let at = |i: usize| i * 8 + zero(w[i]).trailing_zeros() as usize / 8;
-        let len = if zero(w[0]) != 0 {
+        // The name ends at the lowest zero byte (exact in `zero_bytes`).
+        let at = |i: usize| i * 8 + zero_bytes(w[i]).trailing_zeros() as usize / 8;
+        let len = if zero_bytes(w[0]) != 0 {
             Some(at(0))
-        } else if zero(w[1]) != 0 {
+        } else if zero_bytes(w[1]) != 0 {
             Some(at(1))
-        } else if zero(w[2]) != 0 {
+        } else if zero_bytes(w[2]) != 0 {
             Some(at(2))
         } else {
             None
         };
-        if let Some(len) = len {
-            return buf[..len].to_vec();
-        }
-        let p = long.0.load(Acquire, guard);
-        // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
-        match unsafe { p.as_ref() } {
-            Some(b) => b.to_vec(),
-            None => buf.to_vec(),
+        match (len, long.get(guard)) {
+            (Some(len), _) => buf[..len].to_vec(),
+            (None, Some(b)) => b.to_vec(),
+            (None, None) => buf.to_vec(),
         }
     }
 }
@@ -590,6 +585,14 @@ impl LongName {
         })
     }
 
+    /// The buffer, or `None` if the name fits inline.
+    #[inline]
+    fn get<'g>(&self, guard: &'g Guard) -> Option<&'g [u8]> {
+        let p = self.0.load(Acquire, guard);
+        // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
+        unsafe { p.as_ref() }.map(|b| &b[..])
+    }
+
     /// Whether the name fits inline (no buffer).
     #[inline]
     fn is_empty(&self, guard: &Guard) -> bool {
@@ -599,12 +602,7 @@ impl LongName {
     /// Whether the buffer holds `c`; false if there is none.
     #[inline]
     fn eq(&self, c: &[u8], guard: &Guard) -> bool {
-        let p = self.0.load(Acquire, guard);
-        // SAFETY: `guard` keeps the buffer alive; it is immutable once published.
-        match unsafe { p.as_ref() } {
-            Some(b) => &b[..] == c,
-            None => false,
-        }
+        self.get(guard) == Some(c)
     }
 }
 
