@@ -699,6 +699,14 @@ impl Inode {
         self.size.load(Relaxed)
     }
 
+    /// Whether the inode has blocks in use (`st_blocks` is not 0). For an engine-kept file
+    /// (`Contents::File`) this says whether it has pages: every change of its pages moves
+    /// `blocks` by the same count, under the data lock.
+    #[inline]
+    pub(crate) fn has_blocks(&self) -> bool {
+        self.blocks.load(Relaxed) != 0
+    }
+
     /// The directory state, for directories.
     #[inline]
     pub fn dir(&self) -> Option<&Mutex<DirState>> {

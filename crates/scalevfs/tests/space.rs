@@ -69,6 +69,43 @@ fn pages_written_after_unlink_come_back_at_close() {
     );
 }
 
+/// An eviction frees exactly the pages the file has, whatever its size says: reserved
+/// pages of an empty file (`fallocate` with `KEEP_SIZE`), a sparse file with none, pages
+/// a truncate freed before the last close, and pages written after the unlink. (An evicted
+/// file with no blocks is not locked to be cleared: `MemFs::evict`.)
+#[test]
+fn eviction_frees_what_the_blocks_say() {
+    let p = capped(64 * PAGE);
+    // Reserved pages past the size: blocks, no bytes.
+    let a = rw(&p, "/a");
+    p.fallocate(a, FallocFlags::KEEP_SIZE, 0, 3 * PAGE).unwrap();
+    assert_eq!((p.fstat(a).unwrap().size, used(&p)), (0, 3));
+    // Sparse: a size and no blocks.
+    let b = rw(&p, "/b");
+    p.ftruncate(b, 10 * PAGE).unwrap();
+    assert_eq!(p.fstat(b).unwrap().blocks, 0);
+    // Pages, then none: a truncate frees them while the file is open.
+    let c = rw(&p, "/c");
+    p.write(c, &vec![7u8; 2 * PAGE as usize]).unwrap();
+    p.truncate("/c", 0).unwrap();
+    assert_eq!(used(&p), 3);
+    // Pages written after the unlink, on a file that had none.
+    let d = rw(&p, "/d");
+    for f in ["/a", "/b", "/c", "/d"] {
+        p.unlink(f).unwrap();
+    }
+    p.pwrite(d, &[1u8; 10], 5 * PAGE).unwrap();
+    assert_eq!(used(&p), 4);
+    for fd in [b, c, a] {
+        p.close(fd).unwrap();
+    }
+    assert_eq!(used(&p), 1);
+    p.close(d).unwrap();
+    assert_eq!(used(&p), 0);
+    let st = p.statfs("/").unwrap();
+    assert_eq!(st.ffree + 1, st.files);
+}
+
 /// Before: a write that failed with ENOSPC into the holes of a sparse file kept the pages
 /// it had allocated (uncharged), and its data: 1,000 failed writes left a gigabyte resident.
 #[test]
