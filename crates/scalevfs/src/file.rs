@@ -33,6 +33,11 @@ use std::ptr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::Arc;
 
+/// A counted pointer to a description: triomphe's `Arc`, which has no weak count, so that
+/// the last drop (a batch's free, once per close) is one atomic read-modify-write, not
+/// two as with std's (`scripts/icount.sh --atomics`).
+pub(crate) type FileArc = triomphe::Arc<OpenFile>;
+
 /// A mount and a dentry in it, held with references: a process's root or working
 /// directory. It counts as one user of its mount from [`Loc::new`] until [`Loc::release`]
 /// or its drop, whichever comes first: a place replaced in its published slot gives the
@@ -157,7 +162,7 @@ impl NewFile {
         held: bool,
     ) -> NewFile {
         mnt.add_users(1);
-        NewFile(Arc::new(OpenFile {
+        NewFile(FileArc::new(OpenFile {
             mnt: MountRef::new(mnt),
             dir,
             inode,
@@ -287,6 +292,18 @@ impl OpenFile {
     }
 }
 
+/// A new count on the description behind `p`, a pointer `FileArc::into_raw` made (a
+/// slot's), which still owns a count (std's `Arc::increment_strong_count` and `from_raw`).
+///
+/// # Safety
+/// `p` came from `FileArc::into_raw`, and a count it owns is not dropped during the call.
+unsafe fn counted(p: *const OpenFile) -> FileArc {
+    // SAFETY: per the contract, `p` is an `into_raw` pointer whose allocation holds a
+    // count; the `ManuallyDrop` gives none back, so the clone adds the only new one.
+    let owner = std::mem::ManuallyDrop::new(unsafe { FileArc::from_raw(p) });
+    FileArc::clone(&owner)
+}
+
 /// A description just made, which nothing else refers to yet: its `Arc` has no other
 /// count, and only its constructors ([`NewFile::new`], [`NewFile::with_hold`]) make one. An
 /// open builds the description in its allocation once and passes this pointer on (not the
@@ -297,11 +314,11 @@ impl OpenFile {
 /// other thread can see the description until the caller publishes it (a slot's release
 /// store).
 /// Dropped without an install, the description gives back what its creation took.
-pub(crate) struct NewFile(Arc<OpenFile>);
+pub(crate) struct NewFile(FileArc);
 
 impl NewFile {
     /// The description, with its first referrer recorded (see above).
-    fn into_installed(self) -> Arc<OpenFile> {
+    fn into_installed(self) -> FileArc {
         let f = self.0;
         debug_assert!(f.fd_refs.load(Relaxed) == 0 && !f.installed.load(Relaxed));
         f.fd_refs.store(1, Relaxed);
@@ -334,11 +351,11 @@ impl Drop for OpenFile {
 /// A description in use by a call: a count on it, and a hold on its inode's contents, so
 /// that a close on another thread cannot evict the pages under the call (Linux holds a
 /// file reference for the same reason).
-pub struct FileRef(Arc<OpenFile>);
+pub struct FileRef(FileArc);
 
 impl FileRef {
     /// The description itself (to keep or to install elsewhere).
-    pub(crate) fn arc(&self) -> &Arc<OpenFile> {
+    pub(crate) fn arc(&self) -> &FileArc {
         &self.0
     }
 }
@@ -368,10 +385,10 @@ impl Drop for FileRef {
 /// Made by [`Process::openat_handle`](crate::Process::openat_handle) and
 /// [`Process::reopen_handle`](crate::Process::reopen_handle); every call that takes a
 /// descriptor takes `&Handle` too (see [`Desc`]).
-pub struct Handle(Arc<OpenFile>);
+pub struct Handle(FileArc);
 
 impl Handle {
-    pub(crate) fn new(f: Arc<OpenFile>) -> Handle {
+    pub(crate) fn new(f: FileArc) -> Handle {
         f.slot_added();
         Handle(f)
     }
@@ -689,7 +706,7 @@ impl DirKeys {
 /// A descriptor table, read without locks (like Linux's RCU fdtable).
 ///
 /// # Mechanism
-/// `slots` is an epoch-protected array of `Arc<OpenFile>` pointers (each slot owns one
+/// `slots` is an epoch-protected array of `FileArc` pointers (each slot owns one
 /// strong count). A lookup loads the array and the slot under the caller's guard and
 /// borrows the description for the guard's life, writing nothing. Writers (open, close,
 /// dup) hold `alloc`; a slot is cleared first and its count dropped after a grace period,
@@ -860,10 +877,7 @@ impl FdTable {
         }
         // SAFETY: the slot's count keeps the count above zero while `g` is held, and `p`
         // is the slot's own pointer (see `slot_ptr`).
-        unsafe {
-            Arc::increment_strong_count(p);
-            Ok(FileRef(Arc::from_raw(p)))
-        }
+        Ok(FileRef(unsafe { counted(p) }))
     }
 
     /// The array, for a holder of `alloc`: only a holder of `alloc` replaces it, and a
@@ -881,12 +895,7 @@ impl FdTable {
     /// Puts `f` in slot `i`, growing the array if needed; returns what was there. The
     /// caller holds `alloc` (`a`); a pin is taken only to retire the old array when it
     /// grows, so an open that fits pays none.
-    fn put_locked(
-        &self,
-        a: &LeafMutexGuard<'_, Alloc>,
-        i: usize,
-        f: Arc<OpenFile>,
-    ) -> *mut OpenFile {
+    fn put_locked(&self, a: &LeafMutexGuard<'_, Alloc>, i: usize, f: FileArc) -> *mut OpenFile {
         self.fit_locked(a, i);
         let key = f.dir_key();
         #[cfg(loom)]
@@ -895,12 +904,12 @@ impl FdTable {
             f.installed
                 .store(true, std::sync::atomic::Ordering::Release);
             return self.dir_keys.update(i, key, || {
-                self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+                self.slots_locked(a).0[i].swap(FileArc::into_raw(f) as *mut OpenFile, AcqRel)
             });
         }
         f.slot_added();
         self.dir_keys.update(i, key, || {
-            self.slots_locked(a).0[i].swap(Arc::into_raw(f) as *mut OpenFile, AcqRel)
+            self.slots_locked(a).0[i].swap(FileArc::into_raw(f) as *mut OpenFile, AcqRel)
         })
     }
 
@@ -919,7 +928,10 @@ impl FdTable {
         let slot = &self.slots_locked(&a).0[i];
         debug_assert!(slot.load(Relaxed).is_null());
         self.dir_keys.update(i, f.dir_key(), || {
-            slot.store(Arc::into_raw(f.into_installed()) as *mut OpenFile, Release)
+            slot.store(
+                FileArc::into_raw(f.into_installed()) as *mut OpenFile,
+                Release,
+            )
         });
         a.bits.set(i);
         Ok(Fd(i as i32))
@@ -982,7 +994,7 @@ impl FdTable {
         unsafe {
             g.defer_unchecked(move || {
                 for p in v {
-                    drop(Arc::from_raw(p.into_inner()));
+                    drop(FileArc::from_raw(p.into_inner()));
                 }
             })
         };
@@ -1020,12 +1032,12 @@ impl FdTable {
         for p in now.into_iter().flatten() {
             // SAFETY: its batch's grace period has ended (`OwnerReclaim`): no reader holds
             // it, and it owns the strong count its slot had.
-            drop(unsafe { Arc::from_raw(p.into_inner()) });
+            drop(unsafe { FileArc::from_raw(p.into_inner()) });
         }
     }
 
     /// Installs `f` at the lowest free descriptor.
-    pub fn insert(&self, f: Arc<OpenFile>) -> Result<Fd> {
+    pub fn insert(&self, f: FileArc) -> Result<Fd> {
         let mut a = self.alloc.lock();
         let i = a.bits.lowest_free();
         if i >= MAX_FDS {
@@ -1098,10 +1110,7 @@ impl FdTable {
             let p = s.load(Acquire);
             if !p.is_null() {
                 // SAFETY: the slot's count keeps the count above zero; we hold `alloc`.
-                let f = unsafe {
-                    Arc::increment_strong_count(p);
-                    Arc::from_raw(p)
-                };
+                let f = unsafe { counted(p) };
                 t.put_locked(&tbits, i, f);
                 tbits.bits.set(i);
             }
