@@ -46,7 +46,7 @@
 
 use crate::backend::SuperBlock;
 use crate::dentry::DRef;
-use crate::sync::{fence, AtomicBool, Mutex, SeqCount, StripedCounter};
+use crate::sync::{fence, AtomicBool, Mutex, SeqCount, SharedCounter};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub struct Mount {
     /// Open files, working directories and roots inside this mount, and operations in
     /// progress there; always 0 for a namespace's root mount, which is never unmounted and
     /// so counts nothing (see [`Mount::add_users`]).
-    pub users: StripedCounter,
+    pub users: SharedCounter,
     /// Set by `umount` (under the mount lock): the mount is out of the table for good, and
     /// per-thread handles to it are dropped when next seen.
     pub detached: AtomicBool,
@@ -108,7 +108,7 @@ impl Mount {
             fs,
             root,
             parent,
-            users: StripedCounter::default(),
+            users: SharedCounter::default(),
             detached: AtomicBool::new(false),
         }
     }
