@@ -191,6 +191,7 @@
 use crate::dentry::{DHash, DPtr, DRef, DeadBatch, Dentry, DIR, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{Errno, Result};
 use crate::icache::Waiters;
+use crate::inode::InodeArc;
 use crate::inode::{DirState, Inode};
 use crate::name::scan;
 use crate::sync::StripedCounter;
@@ -217,7 +218,7 @@ pub(crate) struct Listing {
     /// The names' bytes (and whatever else the lister left between them).
     names: Vec<u8>,
     /// Each entry: where its name is in `names`, and its inode.
-    entries: Vec<(std::ops::Range<usize>, Arc<Inode>)>,
+    entries: Vec<(std::ops::Range<usize>, InodeArc)>,
 }
 
 impl Listing {
@@ -228,7 +229,7 @@ impl Listing {
     /// [`Listing::for_each`] otherwise.
     pub(crate) fn over(
         names: Vec<u8>,
-        entries: Vec<(std::ops::Range<usize>, Arc<Inode>)>,
+        entries: Vec<(std::ops::Range<usize>, InodeArc)>,
     ) -> Listing {
         // Indexing `names` checks each range again when the entries are handed out.
         debug_assert!(entries
@@ -238,7 +239,7 @@ impl Listing {
     }
 
     /// Adds `name` (copied) naming `inode`.
-    pub(crate) fn push(&mut self, name: &[u8], inode: Arc<Inode>) {
+    pub(crate) fn push(&mut self, name: &[u8], inode: InodeArc) {
         let start = self.names.len();
         self.names.extend_from_slice(name);
         self.entries.push((start..self.names.len(), inode));
@@ -250,7 +251,7 @@ impl Listing {
     }
 
     /// Hands each entry's name and inode to `f`, in the order they were added.
-    pub(crate) fn for_each(self, mut f: impl FnMut(&[u8], Arc<Inode>)) {
+    pub(crate) fn for_each(self, mut f: impl FnMut(&[u8], InodeArc)) {
         let Listing { names, entries } = self;
         for (at, inode) in entries {
             f(&names[at], inode);
@@ -258,8 +259,8 @@ impl Listing {
     }
 }
 
-impl FromIterator<(Vec<u8>, Arc<Inode>)> for Listing {
-    fn from_iter<I: IntoIterator<Item = (Vec<u8>, Arc<Inode>)>>(iter: I) -> Listing {
+impl FromIterator<(Vec<u8>, InodeArc)> for Listing {
+    fn from_iter<I: IntoIterator<Item = (Vec<u8>, InodeArc)>>(iter: I) -> Listing {
         let mut l = Listing::default();
         for (name, inode) in iter {
             l.push(&name, inode);
@@ -274,7 +275,7 @@ impl FromIterator<(Vec<u8>, Arc<Inode>)> for Listing {
 /// called from any number of threads at once.
 pub(crate) trait FileSystem: Send + Sync + 'static {
     /// The root directory's inode; called once, when the [`SuperBlock`] is made.
-    fn root_inode(&self) -> Arc<Inode>;
+    fn root_inode(&self) -> InodeArc;
 
     /// A new inode for a create (`mkdir`, `mknod`, `symlink`, `open(O_CREAT)`,
     /// `O_TMPFILE`): `mode` holds the type and permission bits, `target` the body of a
@@ -291,7 +292,7 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>>;
+    ) -> Result<InodeArc>;
 
     /// `inode`'s last hold went (its last link and last open description; see
     /// `Inode::hold`): free what it holds and stop counting it. Called exactly once per
@@ -366,7 +367,7 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
     ///
     /// Errors: storage's (`EIO`, `EACCES`, ...); `ENOSYS` if the file system does not look
     /// names up one at a time.
-    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<InodeArc>> {
         let _ = (dir, name);
         Err(Errno::ENOSYS)
     }
@@ -496,7 +497,7 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         let _ = (dir, name);
         self.new_inode(mode, uid, gid, rdev, target, now)
     }
@@ -510,7 +511,7 @@ pub(crate) trait FileSystem: Send + Sync + 'static {
         uid: u32,
         gid: u32,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         let _ = dir;
         self.new_inode(mode, uid, gid, 0, None, now)
     }
@@ -892,7 +893,7 @@ impl SuperBlock {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         if self.stores {
             self.ops
                 .create(dir, name, mode, uid, gid, rdev, target, now)
@@ -909,7 +910,7 @@ impl SuperBlock {
         uid: u32,
         gid: u32,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         if self.stores {
             self.ops.tmpfile(dir, mode, uid, gid, now)
         } else {
@@ -1015,7 +1016,7 @@ impl SuperBlock {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         self.ops.new_inode(mode, uid, gid, rdev, target, now)
     }
 
@@ -1593,12 +1594,12 @@ impl SuperBlock {
         st: &mut DirState,
         entries: Listing,
         deadline: Option<u32>,
-        gone: &mut Vec<Arc<Inode>>,
+        gone: &mut Vec<InodeArc>,
     ) {
         let guard = crossbeam_epoch::pin();
         // Ordered, so that new names get their cookies in a deterministic order (and loom
         // sees the same schedule for the same choices).
-        let mut now: std::collections::BTreeMap<Vec<u8>, Arc<Inode>> = Default::default();
+        let mut now: std::collections::BTreeMap<Vec<u8>, InodeArc> = Default::default();
         entries.for_each(|name, inode| {
             now.insert(name.to_vec(), inode);
         });
@@ -1611,7 +1612,7 @@ impl SuperBlock {
             let cur = c.inode_arc(&guard);
             let new = now.remove(&name);
             let same = match (&cur, &new) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (Some(a), Some(b)) => InodeArc::ptr_eq(a, b),
                 (None, None) => true,
                 _ => false,
             };
@@ -1801,7 +1802,7 @@ impl SuperBlock {
     /// is passed over (see `DirState::loaded_at`), and sets `pass.recent`. Returns whether
     /// `pass.left` reached 0.
     fn sweep(&self, pass: &mut SweepPass) -> bool {
-        let mut stack: Vec<(Arc<Inode>, Vec<DRef>)> = Vec::new();
+        let mut stack: Vec<(InodeArc, Vec<DRef>)> = Vec::new();
         stack.extend(Self::sweep_frame(self.root()));
         while let Some((inode, subdirs)) = stack.last_mut() {
             if let Some(d) = subdirs.pop() {
@@ -1820,7 +1821,7 @@ impl SuperBlock {
     }
 
     /// A directory to sweep: its inode and its child directories, held.
-    fn sweep_frame(d: &DRef) -> Option<(Arc<Inode>, Vec<DRef>)> {
+    fn sweep_frame(d: &DRef) -> Option<(InodeArc, Vec<DRef>)> {
         let guard = crossbeam_epoch::pin();
         let inode = d.inode_arc(&guard)?;
         let st = inode.dir()?.lock();
@@ -1966,7 +1967,7 @@ fn load_key(m: &Mutex<DirState>) -> usize {
 /// operation that asked learns when it runs again (see "Names one at a time").
 struct Absent {
     /// The directory, held so that its address names it while this is kept.
-    dir: Arc<Inode>,
+    dir: InodeArc,
     name: Box<[u8]>,
     /// Sweeps started when the answer came ([`SuperBlock::sweeps`]).
     sweeps: u64,
@@ -2130,7 +2131,7 @@ macro_rules! test_fs_read_only {
             _: u64,
             _: Option<&[u8]>,
             _: Timespec,
-        ) -> Result<Arc<Inode>> {
+        ) -> Result<InodeArc> {
             Err(Errno::EROFS)
         }
     };
@@ -2198,7 +2199,7 @@ mod tests {
 
     impl TreeFs {
         /// The object numbered `ino`, of type `mode`, as a load or a lookup gives it.
-        fn object(ino: u64, mode: u32) -> Arc<Inode> {
+        fn object(ino: u64, mode: u32) -> InodeArc {
             // Stored a while ago: an access now is due to touch atime (relatime).
             let t = Timespec {
                 sec: Timespec::now().sec - 10,
@@ -2209,10 +2210,10 @@ mod tests {
             } else if mode & S_IFMT == S_IFLNK {
                 let body = Contents::Symlink(LINK_TARGET.into());
                 // atime = mtime = ctime: a first follow is due to touch atime.
-                Arc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
+                InodeArc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
             } else {
                 let data = Contents::File(RwLock::new(FileData::default()));
-                Arc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
+                InodeArc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
             }
         }
     }
@@ -2225,12 +2226,12 @@ mod tests {
     /// The body of every symlink of the tree (`/s/l`).
     const LINK_TARGET: &[u8] = b"../a/b";
 
-    fn dir_inode(ino: u64) -> Arc<Inode> {
+    fn dir_inode(ino: u64) -> InodeArc {
         let st = DirState {
             unloaded: true,
             ..Default::default()
         };
-        Arc::new(Inode::new(
+        InodeArc::new(Inode::new(
             ino,
             S_IFDIR | 0o755,
             0,
@@ -2242,7 +2243,7 @@ mod tests {
     }
 
     impl FileSystem for TreeFs {
-        fn root_inode(&self) -> Arc<Inode> {
+        fn root_inode(&self) -> InodeArc {
             dir_inode(ROOT)
         }
         fn new_inode(
@@ -2253,7 +2254,7 @@ mod tests {
             rdev: u64,
             target: Option<&[u8]>,
             now: Timespec,
-        ) -> Result<Arc<Inode>> {
+        ) -> Result<InodeArc> {
             let contents = match mode & S_IFMT {
                 S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
                 S_IFREG => Contents::File(RwLock::new(FileData::default())),
@@ -2261,7 +2262,7 @@ mod tests {
                 _ => Contents::Special,
             };
             let ino = self.next.fetch_add(1, SeqCst);
-            Ok(Arc::new(Inode::new(
+            Ok(InodeArc::new(Inode::new(
                 ino, mode, uid, gid, rdev, contents, now,
             )))
         }
@@ -2308,7 +2309,7 @@ mod tests {
         fn quick_lookups(&self) -> bool {
             self.by_name == Some(true)
         }
-        fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<InodeArc>> {
             assert!(self.by_name.is_some(), "asked for a name one at a time");
             if self.by_name == Some(false) {
                 self.probe.call();
@@ -3094,8 +3095,8 @@ mod loom_models {
         fail_first: bool,
     }
 
-    fn inode(ino: u64, mode: u32, contents: Contents) -> Arc<Inode> {
-        Arc::new(Inode::new(
+    fn inode(ino: u64, mode: u32, contents: Contents) -> InodeArc {
+        InodeArc::new(Inode::new(
             ino,
             mode,
             0,
@@ -3107,7 +3108,7 @@ mod loom_models {
     }
 
     impl FileSystem for OneDir {
-        fn root_inode(&self) -> Arc<Inode> {
+        fn root_inode(&self) -> InodeArc {
             let st = DirState {
                 unloaded: true,
                 ..Default::default()
@@ -3252,7 +3253,7 @@ mod loom_models {
     }
 
     impl FileSystem for Revalidated {
-        fn root_inode(&self) -> Arc<Inode> {
+        fn root_inode(&self) -> InodeArc {
             inode(
                 1,
                 S_IFDIR | 0o755,
@@ -3334,7 +3335,7 @@ mod loom_models {
         lost.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    fn inode_of_y() -> Arc<Inode> {
+    fn inode_of_y() -> InodeArc {
         inode(3, S_IFREG | 0o644, Contents::Special)
     }
 
@@ -3345,7 +3346,7 @@ mod loom_models {
     }
 
     impl FileSystem for Big {
-        fn root_inode(&self) -> Arc<Inode> {
+        fn root_inode(&self) -> InodeArc {
             let st = DirState {
                 unloaded: true,
                 big: true,
@@ -3368,14 +3369,14 @@ mod loom_models {
         fn quick_lookups(&self) -> bool {
             true
         }
-        fn lookup(&self, _: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+        fn lookup(&self, _: &Inode, name: &[u8]) -> Result<Option<InodeArc>> {
             assert_eq!(name, b"y");
             Ok(self.lookup_y())
         }
     }
 
     impl Big {
-        fn lookup_y(&self) -> Option<Arc<Inode>> {
+        fn lookup_y(&self) -> Option<InodeArc> {
             self.y.load(SeqCst).then(inode_of_y)
         }
     }

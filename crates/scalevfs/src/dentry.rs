@@ -62,7 +62,7 @@
 //! parent pointer) is a [`DPtr`] or comes from one, and so carries the provenance of the
 //! allocation: none is made from a `&Dentry`, whose tag does not cover the padding bytes
 //! (under Tree Borrows a deallocation through it is undefined behaviour). A dentry's inode
-//! is an `Arc::into_raw` pointer; a new `Arc` on it is made only from an [`IPtr`], which
+//! is an `InodeArc::into_raw` pointer; a new `Arc` on it is made only from an [`IPtr`], which
 //! keeps that pointer's provenance, never from a `&Inode` (whose `Arc` could be the last
 //! one dropped, a deallocation through a shared reference's tag).
 //!
@@ -109,6 +109,7 @@
 //! a striped counter, exact only when the table is quiet.
 
 use crate::inode::Inode;
+use crate::inode::InodeArc;
 use crate::name::{Component, DName, LongName};
 use crate::sync::effects::effect;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, LockTable, RefCount, SeqCount, StripedCounter};
@@ -116,7 +117,6 @@ use crossbeam_epoch::Guard;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::Arc;
 
 /// Flag: root of its file system.
 pub const ROOT: u32 = 1;
@@ -157,7 +157,7 @@ pub struct Dentry {
     /// The parent (a pointer with the allocation's provenance); null for a file system
     /// root. Owns a reference.
     pub parent: AtomicPtr<Dentry>,
-    /// The inode (an `Arc<Inode>` turned raw), null for a negative entry.
+    /// The inode (an `InodeArc` turned raw), null for a negative entry.
     pub inode: AtomicPtr<Inode>,
     /// The name's first [`INLINE`](crate::name::INLINE) bytes: the last lookup field.
     pub name: DName,
@@ -311,13 +311,13 @@ impl Dentry {
     /// an `Arc` ([`IPtr::arc`]).
     #[inline]
     pub fn inode_ptr<'g>(&self, _guard: &'g Guard) -> Option<IPtr<'g>> {
-        // SAFETY: a dentry's inode pointer came from `Arc::into_raw` and is released only
+        // SAFETY: a dentry's inode pointer came from `InodeArc::into_raw` and is released only
         // after a grace period (see `set_inode`); the caller holds a guard.
         NonNull::new(self.inode.load(Acquire)).map(|p| unsafe { IPtr::new(p) })
     }
 
     /// The inode as a new `Arc`, if positive.
-    pub fn inode_arc(&self, guard: &Guard) -> Option<Arc<Inode>> {
+    pub fn inode_arc(&self, guard: &Guard) -> Option<InodeArc> {
         self.inode_ptr(guard).map(IPtr::arc)
     }
 
@@ -336,7 +336,7 @@ impl Dentry {
         #[cfg(debug_assertions)]
         {
             let inode = NonNull::new(self.inode.load(Acquire));
-            // SAFETY: the pointer came from `Arc::into_raw` and the dentry owns that count;
+            // SAFETY: the pointer came from `InodeArc::into_raw` and the dentry owns that count;
             // it is given up only by `set_inode` (under the parent's lock, which the caller
             // holds) or by the dentry's destruction, after this call.
             let is_dir = inode.is_some_and(|p| unsafe { p.as_ref() }.is_dir());
@@ -366,7 +366,7 @@ impl Dentry {
     /// section (or the dentry is not yet published). Returns the count on the old inode
     /// the dentry gave up, for the caller to retire once it has closed the section and
     /// let go of the lock ([`GaveUp::retire`]).
-    pub fn set_inode(&self, inode: Option<Arc<Inode>>) -> GaveUp {
+    pub fn set_inode(&self, inode: Option<InodeArc>) -> GaveUp {
         let dir = inode.as_ref().is_some_and(|i| i.is_dir());
         if dir != (self.flags.load(Relaxed) & DIR != 0) {
             if dir {
@@ -380,12 +380,12 @@ impl Dentry {
         if let Some(i) = &inode {
             self.ino.store(i.ino, Relaxed);
         }
-        let new = inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut Inode);
+        let new = inode.map_or(ptr::null_mut(), |a| InodeArc::into_raw(a) as *mut Inode);
         let old = self.inode.swap(new, Release);
-        // SAFETY: `old` came from `Arc::into_raw`, and the dentry's count it stood for is
+        // SAFETY: `old` came from `InodeArc::into_raw`, and the dentry's count it stood for is
         // ours now: it is no longer reachable from the dentry. Readers that loaded it hold
         // guards; `GaveUp` drops it only after a grace period (`retire_inode`).
-        GaveUp((!old.is_null()).then(|| unsafe { Arc::from_raw(old) }))
+        GaveUp((!old.is_null()).then(|| unsafe { InodeArc::from_raw(old) }))
     }
 }
 
@@ -398,7 +398,7 @@ impl Dentry {
 /// left), which is no work for inside either. Dropped without [`GaveUp::retire`] (an early
 /// return), it retires the count under a pin of its own: never at once.
 #[must_use = "a count a dentry gave up is retired after the caller's locks"]
-pub struct GaveUp(Option<Arc<Inode>>);
+pub struct GaveUp(Option<InodeArc>);
 
 impl GaveUp {
     /// No count.
@@ -413,7 +413,7 @@ impl GaveUp {
 
     /// The inode whose count this is, if any (for tests).
     #[cfg(test)]
-    fn inode(&self) -> Option<&Arc<Inode>> {
+    fn inode(&self) -> Option<&InodeArc> {
         self.0.as_ref()
     }
 }
@@ -439,7 +439,7 @@ impl<'g> IPtr<'g> {
     /// Wraps `p`.
     ///
     /// # Safety
-    /// `p` came from `Arc::into_raw` and that strong count is given back only after a
+    /// `p` came from `InodeArc::into_raw` and that strong count is given back only after a
     /// grace period that `'g`'s guard holds off.
     #[inline]
     unsafe fn new(p: NonNull<Inode>) -> IPtr<'g> {
@@ -460,14 +460,11 @@ impl<'g> IPtr<'g> {
     /// period, so it is still there for `'g`, even if the dentry has let go of the inode
     /// meanwhile.
     #[inline]
-    pub fn arc(self) -> Arc<Inode> {
+    pub fn arc(self) -> InodeArc {
         let p = self.p.as_ptr().cast_const();
-        // SAFETY: `p` came from `Arc::into_raw`, keeps that provenance, and its count is
-        // held for `'g` (see `new`).
-        unsafe {
-            Arc::increment_strong_count(p);
-            Arc::from_raw(p)
-        }
+        // SAFETY: `p` came from `InodeArc::into_raw`, keeps that provenance, and its count
+        // is held for `'g` (see `new`).
+        unsafe { crate::arc_counted(p) }
     }
 }
 
@@ -589,8 +586,8 @@ unsafe fn free_dead(p: *mut Dentry) {
     let inode = b.inode.load(Relaxed);
     if !inode.is_null() {
         // SAFETY: a positive dentry owns one count on its inode, through the pointer that
-        // `Arc::into_raw` gave.
-        drop(unsafe { Arc::from_raw(inode) });
+        // `InodeArc::into_raw` gave.
+        drop(unsafe { InodeArc::from_raw(inode) });
     }
     let parent = b.parent.load(Relaxed);
     drop(b);
@@ -949,7 +946,7 @@ impl DHash {
         &self,
         parent: DPtr<'_>,
         name: &Component<'_>,
-        inode: Option<Arc<Inode>>,
+        inode: Option<InodeArc>,
         dir: &mut crate::inode::DirState,
     ) -> NonNull<Dentry> {
         let key = self.key_hash(parent.as_ptr() as usize, name.hash);
@@ -964,7 +961,9 @@ impl DHash {
             flags: AtomicU32::new(if is_dir { REFERENCED | DIR } else { REFERENCED }),
             hash: AtomicU32::new(key),
             parent: AtomicPtr::new(parent.as_ptr()),
-            inode: AtomicPtr::new(inode.map_or(ptr::null_mut(), |a| Arc::into_raw(a) as *mut _)),
+            inode: AtomicPtr::new(
+                inode.map_or(ptr::null_mut(), |a| InodeArc::into_raw(a) as *mut _),
+            ),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(name.bytes),
             long: LongName::new(name.bytes),
@@ -997,7 +996,7 @@ impl DHash {
     }
 
     /// Makes a file system root dentry (unhashed, no parent, flag `ROOT`), owning `inode`.
-    pub fn d_alloc_root(inode: Arc<Inode>) -> DRef {
+    pub fn d_alloc_root(inode: InodeArc) -> DRef {
         let flags = if inode.is_dir() { ROOT | DIR } else { ROOT };
         let ino = inode.ino;
         let d = Box::new(Dentry {
@@ -1005,7 +1004,7 @@ impl DHash {
             flags: AtomicU32::new(flags),
             hash: AtomicU32::new(0),
             parent: AtomicPtr::new(ptr::null_mut()),
-            inode: AtomicPtr::new(Arc::into_raw(inode) as *mut _),
+            inode: AtomicPtr::new(InodeArc::into_raw(inode) as *mut _),
             next: AtomicPtr::new(ptr::null_mut()),
             name: DName::new(b"/"),
             long: LongName::new(b"/"),
@@ -1024,7 +1023,7 @@ impl DHash {
     pub fn d_instantiate(
         &self,
         d: &Dentry,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         dir: &mut crate::inode::DirState,
         guard: &Guard,
     ) {
@@ -1425,8 +1424,8 @@ mod tests {
     use crate::name::scan;
     use crate::types::Timespec;
 
-    fn dir_inode(ino: u64) -> Arc<Inode> {
-        Arc::new(Inode::new(
+    fn dir_inode(ino: u64) -> InodeArc {
+        InodeArc::new(Inode::new(
             ino,
             0o40755,
             0,
@@ -1522,7 +1521,7 @@ mod tests {
         let released = || {
             [&dir, &sub, &file]
                 .iter()
-                .all(|i| Arc::strong_count(i) == 1)
+                .all(|i| InodeArc::strong_count(i) == 1)
         };
         assert!(collect_until(released), "inodes not released");
     }
@@ -1534,7 +1533,7 @@ mod tests {
     fn an_unlinked_names_inode_count_is_dropped_by_its_thread() {
         std::thread::spawn(|| {
             let dir = dir_inode(1);
-            let file = Arc::new(Inode::new(
+            let file = InodeArc::new(Inode::new(
                 2,
                 0o100644,
                 0,
@@ -1557,8 +1556,8 @@ mod tests {
             for _ in 0..64 {
                 crossbeam_epoch::pin().flush();
             }
-            assert_eq!(Arc::strong_count(&file), 2, "dropped by the collector");
-            assert!(collect_until(|| Arc::strong_count(&file) == 1));
+            assert_eq!(InodeArc::strong_count(&file), 2, "dropped by the collector");
+            assert!(collect_until(|| InodeArc::strong_count(&file) == 1));
         })
         .join()
         .unwrap();
@@ -1581,13 +1580,17 @@ mod tests {
                 let f = unsafe { DPtr::new(f) };
                 h.d_delete(&f, &mut st)
             };
-            assert!(gave_up.inode().is_some_and(|i| Arc::ptr_eq(i, &file)));
-            assert_eq!(Arc::strong_count(&file), 2, "the caller's to retire");
+            assert!(gave_up.inode().is_some_and(|i| InodeArc::ptr_eq(i, &file)));
+            assert_eq!(InodeArc::strong_count(&file), 2, "the caller's to retire");
             let g = crossbeam_epoch::pin();
             drop(gave_up);
-            assert_eq!(Arc::strong_count(&file), 2, "dropped with no grace period");
+            assert_eq!(
+                InodeArc::strong_count(&file),
+                2,
+                "dropped with no grace period"
+            );
             drop(g);
-            assert!(collect_until(|| Arc::strong_count(&file) == 1));
+            assert!(collect_until(|| InodeArc::strong_count(&file) == 1));
         })
         .join()
         .unwrap();
@@ -1675,7 +1678,11 @@ mod tests {
         }
         drop(g);
         drop(root);
-        let released = || [&dir, &a, &b].iter().all(|i| Arc::strong_count(i) == 1);
+        let released = || {
+            [&dir, &a, &b]
+                .iter()
+                .all(|i| InodeArc::strong_count(i) == 1)
+        };
         assert!(collect_until(released), "inodes not released");
     }
 
@@ -1685,7 +1692,7 @@ mod tests {
     #[test]
     fn lockless_lookups_while_names_change() {
         let dir = dir_inode(1);
-        let h = Arc::new(DHash::new(16));
+        let h = std::sync::Arc::new(DHash::new(16));
         let root = DHash::d_alloc_root(dir.clone());
         {
             let mut st = dir.dir().unwrap().lock();
@@ -1734,7 +1741,7 @@ mod tests {
             h.d_drop(left, &mut st);
         }
         drop(root);
-        assert!(collect_until(|| Arc::strong_count(&dir) == 1));
+        assert!(collect_until(|| InodeArc::strong_count(&dir) == 1));
     }
 
     /// The table grows as it fills (fourfold past two entries per bucket), and every entry
@@ -1963,7 +1970,7 @@ mod loom_models {
     use crate::types::Timespec;
     use loom::thread;
 
-    fn inode(ino: u64, dir: bool) -> Arc<Inode> {
+    fn inode(ino: u64, dir: bool) -> InodeArc {
         let (mode, contents) = if dir {
             (
                 0o40755,
@@ -1972,7 +1979,7 @@ mod loom_models {
         } else {
             (0o100644, Contents::Special)
         };
-        Arc::new(Inode::new(
+        InodeArc::new(Inode::new(
             ino,
             mode,
             0,
@@ -1985,15 +1992,15 @@ mod loom_models {
 
     /// A root directory with one child `a` (inode 2) in a small hash.
     struct Tree {
-        h: Arc<DHash>,
+        h: std::sync::Arc<DHash>,
         root: DRef,
-        dir: Arc<Inode>,
+        dir: InodeArc,
         a: usize,
     }
 
     fn tree() -> Tree {
         let dir = inode(1, true);
-        let h = Arc::new(DHash::new(1));
+        let h = std::sync::Arc::new(DHash::new(1));
         let root = DHash::d_alloc_root(dir.clone());
         let ia = inode(2, false);
         let a = {

@@ -19,7 +19,8 @@
 
 use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
-use crate::inode::Inode;
+use crate::inode::InodeArc;
+
 use crate::mount::{Mount, MountRef};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{
@@ -87,7 +88,7 @@ pub struct OpenFile {
     pub(crate) mnt: MountRef,
     /// The dentry, for directories (and `O_PATH` descriptors of directories).
     pub(crate) dir: Option<DRef>,
-    pub(crate) inode: Arc<Inode>,
+    pub(crate) inode: InodeArc,
     pub(crate) flags: OFlags,
     /// File position, or the readdir cookie for directories.
     pub(crate) pos: Mutex<u64>,
@@ -120,7 +121,7 @@ impl NewFile {
     pub(crate) fn new(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         flags: OFlags,
     ) -> Option<NewFile> {
         if inode.hold() {
@@ -135,7 +136,7 @@ impl NewFile {
     fn of_removed_dir(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         flags: OFlags,
     ) -> Option<NewFile> {
         let removed = dir.is_some() && inode.dir_is_dead();
@@ -147,7 +148,7 @@ impl NewFile {
     pub(crate) fn with_hold(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         flags: OFlags,
     ) -> NewFile {
         Self::build(mnt, dir, inode, flags, true)
@@ -157,7 +158,7 @@ impl NewFile {
     fn build(
         mnt: &Arc<Mount>,
         dir: Option<DRef>,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         flags: OFlags,
         held: bool,
     ) -> NewFile {
@@ -292,18 +293,6 @@ impl OpenFile {
     }
 }
 
-/// A new count on the description behind `p`, a pointer `FileArc::into_raw` made (a
-/// slot's), which still owns a count (std's `Arc::increment_strong_count` and `from_raw`).
-///
-/// # Safety
-/// `p` came from `FileArc::into_raw`, and a count it owns is not dropped during the call.
-unsafe fn counted(p: *const OpenFile) -> FileArc {
-    // SAFETY: per the contract, `p` is an `into_raw` pointer whose allocation holds a
-    // count; the `ManuallyDrop` gives none back, so the clone adds the only new one.
-    let owner = std::mem::ManuallyDrop::new(unsafe { FileArc::from_raw(p) });
-    FileArc::clone(&owner)
-}
-
 /// A description just made, which nothing else refers to yet: its `Arc` has no other
 /// count, and only its constructors ([`NewFile::new`], [`NewFile::with_hold`]) make one. An
 /// open builds the description in its allocation once and passes this pointer on (not the
@@ -403,7 +392,7 @@ impl Handle {
     /// and `st_ino`, this tells apart an object that is gone from a new one its file
     /// system gave the same number (hostfs reuses the host's inode numbers).
     pub fn same_object(&self, other: &Handle) -> bool {
-        Arc::ptr_eq(&self.0.inode, &other.0.inode)
+        crate::inode::InodeArc::ptr_eq(&self.0.inode, &other.0.inode)
     }
 }
 
@@ -877,7 +866,7 @@ impl FdTable {
         }
         // SAFETY: the slot's count keeps the count above zero while `g` is held, and `p`
         // is the slot's own pointer (see `slot_ptr`).
-        Ok(FileRef(unsafe { counted(p) }))
+        Ok(FileRef(unsafe { crate::arc_counted(p) }))
     }
 
     /// The array, for a holder of `alloc`: only a holder of `alloc` replaces it, and a
@@ -1110,7 +1099,7 @@ impl FdTable {
             let p = s.load(Acquire);
             if !p.is_null() {
                 // SAFETY: the slot's count keeps the count above zero; we hold `alloc`.
-                let f = unsafe { counted(p) };
+                let f = unsafe { crate::arc_counted(p) };
                 t.put_locked(&tbits, i, f);
                 tbits.bits.set(i);
             }
@@ -1297,7 +1286,7 @@ mod loom_models {
     use loom::thread;
 
     /// A mount (not a namespace root, so its users are counted) and a file in it.
-    fn setup() -> (Arc<Mount>, Arc<Inode>) {
+    fn setup() -> (Arc<Mount>, InodeArc) {
         let fs = MemFs::new(MemFsOptions {
             hash_buckets: 1,
             ..Default::default()

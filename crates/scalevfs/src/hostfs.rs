@@ -169,6 +169,7 @@
 use crate::backend::{CacheOptions, FileSystem, Listing, StoreAttr, SuperBlock};
 use crate::errno::{host, Errno, Result};
 use crate::icache::{Cached, InodeCache, InodeKey, Retired};
+use crate::inode::InodeArc;
 use crate::inode::{Contents, DirState, Inode};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -249,7 +250,7 @@ type ShortName = SmallVec<[u8; 16]>;
 /// link in a directory not yet loaded is not known), and, for a directory, its own
 /// descriptor once it was opened.
 struct HostNode {
-    inode: Arc<Inode>,
+    inode: InodeArc,
     /// The known names. When the last goes (`remove`, a rename over it) the node is
     /// `dead`: the host may give its inode number to a new object, so the node leaves the
     /// inode cache, and a lookup that finds it anyway takes it out and loads again.
@@ -278,7 +279,7 @@ struct Names {
 }
 
 impl HostNode {
-    fn new(inode: Arc<Inode>, name: Option<HostName>) -> HostNode {
+    fn new(inode: InodeArc, name: Option<HostName>) -> HostNode {
         HostNode {
             inode,
             names: Mutex::new(Names {
@@ -312,7 +313,7 @@ pub struct HostFs {
     /// 16 bits).
     devs: Mutex<Vec<u64>>,
     nodes: InodeCache<HostNode>,
-    root: Arc<Inode>,
+    root: InodeArc,
     root_fd: Arc<OwnedFd>,
     read_only: bool,
     /// [`HostFsOptions::max_inodes`].
@@ -399,7 +400,7 @@ impl HostFs {
         }
         raise_fd_limit();
         let root_fd = Arc::new(fd);
-        let root = Arc::new(Inode::from_stat(&st, unloaded_dir()));
+        let root = InodeArc::new(Inode::from_stat(&st, unloaded_dir()));
         let fs = HostFs {
             id: NEXT_FS.fetch_add(1, Relaxed),
             root_dev: st.dev,
@@ -535,7 +536,7 @@ impl HostFs {
     fn insert_new(
         &self,
         ino: u64,
-        inode: &Arc<Inode>,
+        inode: &InodeArc,
         name: Option<HostName>,
         anon: Option<OwnedFd>,
     ) -> Result<()> {
@@ -546,7 +547,7 @@ impl HostFs {
                 node.names.lock().anon = anon.lock().take();
                 Ok::<_, Errno>(node)
             })?;
-            if Arc::ptr_eq(&node.inode, inode) {
+            if InodeArc::ptr_eq(&node.inode, inode) {
                 return Ok(());
             }
             node.names.lock().dead = true;
@@ -577,7 +578,7 @@ impl HostFs {
         // count back only after a grace period), no open file, no caller. Once the node is
         // dead nobody can take a share of the inode, so the answer stays, as `shrink` and
         // `evict_unused` require (they ask again after the kill).
-        let unused = |n: &HostNode| Arc::strong_count(&n.inode) == 1;
+        let unused = |n: &HostNode| InodeArc::strong_count(&n.inode) == 1;
         let target = cap - cap / 8;
         let ready = {
             let sw = &mut *self.swept.lock();
@@ -716,7 +717,7 @@ impl HostFs {
     /// loaded; `None` if the host has no such name. With the shared policy, an object found
     /// cached gets the attributes the host reports now, and one whose type changed under
     /// its number is a new object (the old node is taken out).
-    fn entry(&self, fd: &Arc<OwnedFd>, name: &CStr) -> Result<Option<Arc<Inode>>> {
+    fn entry(&self, fd: &Arc<OwnedFd>, name: &CStr) -> Result<Option<InodeArc>> {
         let st = match rfs::statat(&**fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => stat_of(st),
             Err(rustix::io::Errno::NOENT) => return Ok(None),
@@ -1045,7 +1046,7 @@ fn raise_fd_limit() {
 }
 
 impl FileSystem for HostFs {
-    fn root_inode(&self) -> Arc<Inode> {
+    fn root_inode(&self) -> InodeArc {
         self.root.clone()
     }
 
@@ -1057,7 +1058,7 @@ impl FileSystem for HostFs {
         _: u64,
         _: Option<&[u8]>,
         _: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         // Only `O_TMPFILE` asks for an inode without a name, and the call layer refuses it
         // on a file system that writes through.
         Err(Errno::EOPNOTSUPP)
@@ -1152,7 +1153,7 @@ impl FileSystem for HostFs {
         true
     }
 
-    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<Arc<Inode>>> {
+    fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Option<InodeArc>> {
         let fd = self.dir_fd(dir)?;
         // A component holds no NUL (the walk refuses a path with one).
         let name = std::ffi::CString::new(name).map_err(|_| Errno::EINVAL)?;
@@ -1316,7 +1317,7 @@ impl FileSystem for HostFs {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         let dfd = self.dir_fd(dir)?;
         let perm = Mode::from_raw_mode(mode & 0o7777);
         let contents = match mode & S_IFMT {
@@ -1379,7 +1380,7 @@ impl FileSystem for HostFs {
             }
         };
         let ino = self.ino_of(st.dev, st.ino)?;
-        let inode = Arc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
+        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
         self.insert_new(ino, &inode, Some((dfd, ShortName::from_slice(name))), None)?;
         Ok(inode)
     }
@@ -1391,7 +1392,7 @@ impl FileSystem for HostFs {
         uid: u32,
         gid: u32,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         let dfd = self.dir_fd(dir)?;
         let perm = Mode::from_raw_mode(mode & 0o7777);
         let flags = OFlags::TMPFILE | OFlags::RDWR | OFlags::CLOEXEC;
@@ -1407,7 +1408,7 @@ impl FileSystem for HostFs {
         let st = stat_of(rfs::fstat(&fd).map_err(host)?);
         let ino = self.ino_of(st.dev, st.ino)?;
         let contents = Contents::Stored(crate::sync::Mutex::new(()));
-        let inode = Arc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
+        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
         self.insert_new(ino, &inode, None, Some(fd))?;
         Ok(inode)
     }
@@ -1875,7 +1876,7 @@ impl HostFs {
         let mut st = *st;
         st.ino = ino;
         Ok(HostNode::new(
-            Arc::new(Inode::from_stat(&st, contents)),
+            InodeArc::new(Inode::from_stat(&st, contents)),
             None,
         ))
     }

@@ -23,10 +23,11 @@
 //! ```
 //!
 //! # Reclamation
-//! Inodes are `Arc`s. A dentry owns one strong count through a raw pointer; when it lets go
-//! it defers the drop past an epoch grace period, so a lockless reader that loaded the
-//! pointer under a guard may still read attributes (and take a strong count with
-//! `Arc::increment_strong_count`, which is sound because the dentry's count is still there).
+//! Inodes are [`InodeArc`]s (triomphe's `Arc`: one count, no weak count). A dentry owns one
+//! count through a raw pointer; when it lets go it defers the drop past an epoch grace
+//! period, so a lockless reader that loaded the pointer under a guard may still read
+//! attributes (and take a count with `crate::arc_counted`, which is sound because the
+//! dentry's count is still there).
 
 use crate::dentry::Dentry;
 use crate::errno::{Errno, Result};
@@ -417,17 +418,21 @@ pub enum Contents {
     Stored(Mutex<()>),
 }
 
-/// An inode. Shared as `Arc<Inode>`.
+/// A counted pointer to an inode: triomphe's `Arc`, which has no weak count, so that an
+/// inode's last drop is one atomic read-modify-write, not two as with std's.
+pub type InodeArc = triomphe::Arc<Inode>;
+
+/// An inode. Shared as an [`InodeArc`].
 ///
 /// Laid out in declaration order (`repr(C)`) so that what is written often and what `stat`
-/// reads sit on different cache lines: the `Arc`'s two counts (the 16 bytes before the
-/// inode) share the first line with `holds` (an open and its close each write both) and the
+/// reads sit on different cache lines: the `InodeArc`'s count (the 8 bytes before the
+/// inode) shares the first line with `holds` (an open and its close each write both) and the
 /// start of `contents` (whose lock every read and write of the data takes), and the
 /// attributes that `stat`, the walk's permission and type checks (the type is read from the
 /// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an
 /// open, read and close of the file do not write. (With `holds` beside the attributes, two
 /// threads opening one file took that line from each other on every open and close.) The
-/// allocation (the inode and the `Arc`'s counts) is 176 bytes, which mimalloc serves from
+/// allocation (the inode and the `InodeArc`'s count) is 168 bytes, which mimalloc serves from
 /// its 192-byte size class (requests of 160 to 184 bytes, measured): blocks of a
 /// multiple of 64 bytes from 64-aligned pages, so neighbouring inodes never share a line
 /// (no `align(64)` needed, which cost 64 bytes of padding per inode).
@@ -1073,8 +1078,8 @@ mod layout_tests {
     use super::*;
     use std::mem::{offset_of, size_of};
 
-    /// The `Arc` header (two counts) precedes the inode in its allocation.
-    const ARC_HEADER: usize = 16;
+    /// The `InodeArc` header (one count) precedes the inode in its allocation.
+    const ARC_HEADER: usize = 8;
 
     /// What `stat` reads is off the line that the reference counts and the contents' locks
     /// write, and the allocation fits the allocator's 192-byte class.
@@ -1090,7 +1095,7 @@ mod layout_tests {
         ] {
             assert!(ARC_HEADER + field >= 64, "a stat field at {field}");
         }
-        // What an open, a read and a close write: with the `Arc`'s counts, on line 0.
+        // What an open, a read and a close write: with the `InodeArc`'s count, on line 0.
         for (name, field, size) in [
             ("holds", offset_of!(Inode, holds), 4),
             ("the start of contents", offset_of!(Inode, contents), 8),
@@ -1170,8 +1175,8 @@ mod loom_models {
     use loom::thread;
 
     /// A file with all times `t`, whose protocols break as `broken` says (0: none).
-    fn model_file(t: Timespec, broken: u8) -> Arc<Inode> {
-        let i = Arc::new(Inode::new(
+    fn model_file(t: Timespec, broken: u8) -> InodeArc {
+        let i = InodeArc::new(Inode::new(
             2,
             S_IFREG | 0o644,
             0,

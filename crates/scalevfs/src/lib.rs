@@ -74,7 +74,7 @@ pub struct Layout {
     pub dentry: usize,
     /// An inode (one per file).
     pub inode: usize,
-    /// An inode's allocation: the inode with its `Arc` counts (before the allocator's
+    /// An inode's allocation: the inode with its `InodeArc` count (before the allocator's
     /// rounding to a size class).
     pub inode_alloc: usize,
 }
@@ -87,7 +87,7 @@ pub fn layout() -> Layout {
     Layout {
         dentry: size_of::<dentry::Dentry>(),
         inode,
-        inode_alloc: (2 * size_of::<usize>()).next_multiple_of(align) + inode,
+        inode_alloc: size_of::<usize>().next_multiple_of(align) + inode,
     }
 }
 
@@ -264,6 +264,21 @@ impl Vfs {
         // SAFETY: the old table is unreachable now; readers that loaded it hold guards.
         unsafe { guard.defer_destroy(old) };
     }
+}
+
+/// A new count on the object behind `p`, a pointer `triomphe::Arc::into_raw` made (a
+/// descriptor slot's, a dentry's inode), whose count is still held: what std's
+/// `Arc::increment_strong_count` and `Arc::from_raw` do together.
+///
+/// # Safety
+/// `p` came from `triomphe::Arc::<T>::into_raw` (with that provenance), and the count it
+/// stands for is not given back during the call.
+#[inline]
+pub(crate) unsafe fn arc_counted<T>(p: *const T) -> triomphe::Arc<T> {
+    // SAFETY: per the contract, `p` is an `into_raw` pointer whose count is held; the
+    // `ManuallyDrop` gives none back, so the clone adds the only new count.
+    let owner = std::mem::ManuallyDrop::new(unsafe { triomphe::Arc::from_raw(p) });
+    triomphe::Arc::clone(&owner)
 }
 
 /// A raw pointer that may cross threads inside a deferred function.

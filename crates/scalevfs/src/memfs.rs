@@ -45,6 +45,7 @@
 
 use crate::backend::{CacheOptions, FileSystem, SuperBlock};
 use crate::errno::{Errno, Result};
+use crate::inode::InodeArc;
 use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
 use crate::locktable::LockTable;
 use crate::sync::Mutex;
@@ -188,13 +189,13 @@ impl MemFs {
 }
 
 impl FileSystem for MemFs {
-    fn root_inode(&self) -> Arc<Inode> {
+    fn root_inode(&self) -> InodeArc {
         // The root always fits (tmpfs counts it too, even against `nr_inodes=1`).
         self.inodes.charge(1);
         if let Some(s) = &self.ispace {
             s.charge_up_to(BOGO_INODE_SIZE);
         }
-        Arc::new(Inode::new(
+        InodeArc::new(Inode::new(
             1,
             S_IFDIR | (self.opts.mode & 0o7777),
             self.opts.uid,
@@ -213,7 +214,7 @@ impl FileSystem for MemFs {
         rdev: u64,
         target: Option<&[u8]>,
         now: Timespec,
-    ) -> Result<Arc<Inode>> {
+    ) -> Result<InodeArc> {
         // tmpfs's order: the file system's inode limit, then the owner's quota.
         if let Some(s) = &self.ispace {
             if !s.charge(BOGO_INODE_SIZE) {
@@ -239,7 +240,7 @@ impl FileSystem for MemFs {
         if self.user_inodes.is_some() {
             inode.quota_uid.store(uid, Relaxed);
         }
-        Ok(Arc::new(inode))
+        Ok(InodeArc::new(inode))
     }
 
     /// Its data pages and extended attributes are freed at once (they need no grace

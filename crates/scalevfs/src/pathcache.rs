@@ -88,7 +88,8 @@
 //! any number of changes and still never match a count it was not inserted at.
 
 use crate::dentry::{DPtr, DRef, Dentry, IPtr};
-use crate::inode::Inode;
+use crate::inode::InodeArc;
+
 use crate::name::path_hash;
 use crate::types::Creds;
 use std::cell::RefCell;
@@ -150,7 +151,7 @@ struct Entry {
     /// The final dentry's inode when the walk was validated, and its file system's device
     /// number: while `seq` still holds, the dentry points at this inode, so a hit reads
     /// it through this strong count, with no epoch guard ([`read_hit`]).
-    inode: Arc<Inode>,
+    inode: InodeArc,
     dev: u64,
     /// The symlinks the walk followed: a walk that continues from this one (the rest of a
     /// longer path, see `process::Process::walk_object`) starts its count here, so that
@@ -325,7 +326,7 @@ pub(crate) trait ReadHit {
 #[derive(Clone, Copy)]
 pub(crate) struct EntryView<'a> {
     /// The final dentry's inode when the walk was validated (see `Entry::inode`).
-    pub inode: &'a Arc<Inode>,
+    pub inode: &'a InodeArc,
     /// Its file system's device number.
     pub dev: u64,
     /// The final dentry, and its sequence count at insertion.

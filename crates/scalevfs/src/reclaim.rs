@@ -59,6 +59,7 @@
 //! thread-local written only by its own thread.
 
 use crate::inode::Inode;
+use crate::inode::InodeArc;
 use crate::sync::AtomicU64;
 use crossbeam_epoch::Guard;
 #[cfg(not(loom))]
@@ -168,7 +169,7 @@ pub(crate) fn flush() {
 #[cfg(not(loom))]
 thread_local! {
     /// This thread's retired inodes (see "A thread as the owner").
-    static RETIRED_INODES: std::cell::RefCell<LocalRetire<Arc<Inode>>> =
+    static RETIRED_INODES: std::cell::RefCell<LocalRetire<InodeArc>> =
         std::cell::RefCell::new(LocalRetire::new());
 }
 
@@ -177,21 +178,21 @@ thread_local! {
 /// (see "A thread as the owner"), or through the collector when the thread is going away
 /// or is already inside a drop of that batch (and always under loom, whose threads share
 /// one thread-local).
-pub(crate) fn retire_inode(inode: Arc<Inode>, guard: &Guard) {
+pub(crate) fn retire_inode(inode: InodeArc, guard: &Guard) {
     #[cfg(not(loom))]
     let Some(inode) = retire_local(inode, guard) else {
         return;
     };
-    let p = crate::SendPtr(Arc::into_raw(inode) as *mut Inode);
+    let p = crate::SendPtr(InodeArc::into_raw(inode) as *mut Inode);
     // SAFETY: the count is the caller's to give up; the deferred drop runs after every
     // guard pinned before this call (the readers') is gone.
-    unsafe { guard.defer_unchecked(move || drop(Arc::from_raw(p.into_inner()))) };
+    unsafe { guard.defer_unchecked(move || drop(InodeArc::from_raw(p.into_inner()))) };
 }
 
 /// [`retire_inode`] into this thread's batch; gives `inode` back if the thread-local is
 /// gone (the thread is exiting) or in use (a drop of its expired batches retires again).
 #[cfg(not(loom))]
-fn retire_local(inode: Arc<Inode>, guard: &Guard) -> Option<Arc<Inode>> {
+fn retire_local(inode: InodeArc, guard: &Guard) -> Option<InodeArc> {
     let mut slot = Some(inode);
     let expired = RETIRED_INODES.try_with(|r| {
         let mut r = r.try_borrow_mut().ok()?;

@@ -45,8 +45,8 @@
 
 use crate::errno::{Errno, Result};
 use crate::inode::Inode;
+use crate::inode::InodeArc;
 use std::cell::{Cell, RefCell};
-use std::sync::Arc;
 
 /// Attempts an operation makes with its calls deferred, before it makes them in place.
 pub(crate) const MAX_ROUNDS: u32 = 8;
@@ -55,7 +55,7 @@ pub(crate) const MAX_ROUNDS: u32 = 8;
 pub(crate) struct Call {
     /// The object the call refreshes: fresh for the rest of the operation once the call
     /// reports so.
-    object: Arc<Inode>,
+    object: InodeArc,
     /// Makes the call, told whether it is the operation's first; `Ok(true)`: `object` is
     /// fresh.
     make: Box<MakeCall>,
@@ -67,7 +67,7 @@ type MakeCall = dyn FnOnce(&Inode, bool) -> Result<bool>;
 impl Call {
     /// A call to make with no guard pinned, on `object`.
     pub(crate) fn new(
-        object: Arc<Inode>,
+        object: InodeArc,
         make: impl FnOnce(&Inode, bool) -> Result<bool> + 'static,
     ) -> Call {
         Call {
@@ -84,7 +84,7 @@ struct Slot {
     call: Cell<Option<Call>>,
     /// Null in an operation's first attempt; after that the objects its calls refreshed,
     /// kept in `again`'s frame.
-    fresh: *const RefCell<Vec<Arc<Inode>>>,
+    fresh: *const RefCell<Vec<InodeArc>>,
 }
 
 thread_local! {
@@ -118,7 +118,7 @@ fn slot<'a>() -> Option<&'a Slot> {
 }
 
 /// The running attempt's list of refreshed objects, if it is armed and follows a call.
-fn fresh<'a>() -> Option<&'a RefCell<Vec<Arc<Inode>>>> {
+fn fresh<'a>() -> Option<&'a RefCell<Vec<InodeArc>>> {
     let p = slot()?.fresh;
     // SAFETY: a non-null `fresh` points to the list in `again`'s frame, which outlives
     // every attempt `again` runs (see `slot`).
@@ -231,9 +231,9 @@ mod tests {
     use crate::types::Timespec;
     use std::rc::Rc;
 
-    fn object() -> Arc<Inode> {
+    fn object() -> InodeArc {
         let now = Timespec::now();
-        Arc::new(Inode::new(2, 0o10644, 0, 0, 0, Contents::Special, now))
+        InodeArc::new(Inode::new(2, 0o10644, 0, 0, 0, Contents::Special, now))
     }
 
     /// [`run`], checking that it counts each call it makes once (in `made` of the tests'
@@ -253,7 +253,7 @@ mod tests {
 
     /// An attempt that needs a call on `o` unless it is fresh: records it (counting it in
     /// `made`) if armed, else makes it in place (counted in `in_place`).
-    fn needs(o: &Arc<Inode>, made: &Rc<Cell<u32>>, in_place: &Cell<u32>) -> Result<()> {
+    fn needs(o: &InodeArc, made: &Rc<Cell<u32>>, in_place: &Cell<u32>) -> Result<()> {
         if is_fresh(o) {
             return Ok(());
         }

@@ -63,6 +63,7 @@ use crate::backend::Named;
 use crate::dentry::{DPtr, IPtr, RcuLookup, MOUNTED};
 use crate::errno::Errno;
 use crate::inode::Inode;
+use crate::inode::InodeArc;
 use crate::mount::{key, Mount, MountHold, MountTable};
 use crate::name::{check_len, scan, Component};
 use crate::process::CredsBox;
@@ -148,7 +149,7 @@ impl<'g> Pos<'g> {
     }
 
     /// A strong count on the inode (see [`Pos::inode`]).
-    pub fn inode_arc(&self) -> Result<Arc<Inode>, Fail> {
+    pub fn inode_arc(&self) -> Result<InodeArc, Fail> {
         self.inode.map(IPtr::arc).ok_or(Fail::Err(Errno::ENOENT))
     }
 
@@ -774,9 +775,9 @@ mod loom_models {
     struct PTree {
         fs: Arc<crate::backend::SuperBlock>,
         root: crate::dentry::DRef,
-        rdir: Arc<crate::inode::Inode>,
-        pi: Arc<crate::inode::Inode>,
-        ci: Arc<crate::inode::Inode>,
+        rdir: crate::inode::InodeArc,
+        pi: crate::inode::InodeArc,
+        ci: crate::inode::InodeArc,
         /// `/p`, hashed; `keep_p` holds a reference on it.
         p: std::ptr::NonNull<crate::dentry::Dentry>,
         keep_p: crate::dentry::DRef,

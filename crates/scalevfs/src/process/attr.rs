@@ -344,7 +344,7 @@ impl Process {
         dirfd: impl Desc,
         path: &Path,
         flags: AtFlags,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+        f: impl FnOnce(&InodeArc, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         let path = cpath(path)?;
         if path.is_empty() {
@@ -367,7 +367,7 @@ impl Process {
     pub(super) fn with_fd<R>(
         &self,
         fd: impl Desc,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+        f: impl FnOnce(&InodeArc, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         let of = self.file(fd)?;
         if of.is_path() {
@@ -381,7 +381,7 @@ impl Process {
     pub(super) fn on_file<R>(
         &self,
         of: &FileRef,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+        f: impl FnOnce(&InodeArc, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         let g = crossbeam_epoch::pin();
         f(

@@ -119,7 +119,7 @@ impl Process {
         parent: DPtr<'_>,
         c: &Component<'_>,
         existing: Option<DPtr<'_>>,
-        inode: Arc<Inode>,
+        inode: InodeArc,
         st: &mut DirState,
         guard: &Guard,
     ) {

@@ -44,6 +44,7 @@ use crate::backend::{StoreAttr, SuperBlock};
 use crate::dentry::{DPtr, DRef, Dentry, GaveUp, IPtr, MOUNTED, ROOT, UNHASHED};
 use crate::errno::{host, Errno, Result};
 use crate::file::{Desc, FdTable, FileRef, Handle, Loc, NewFile, OpenFile};
+use crate::inode::InodeArc;
 use crate::inode::{AttrUpdate, DirState, Inode, Times, MAX_FILE_SIZE};
 use crate::mount::{Mount, MountHold, MountTable};
 use crate::name::{check_len, Component};
@@ -237,7 +238,7 @@ struct Start<'g> {
 #[derive(Clone, Copy)]
 struct Target<'a> {
     mnt: &'a Arc<Mount>,
-    inode: &'a Arc<Inode>,
+    inode: &'a InodeArc,
     flags: OFlags,
     /// The description's data descriptor (a stored file's), if it has one.
     data: Option<BorrowedFd<'a>>,

@@ -941,7 +941,7 @@ impl Process {
         }
         count = count.min(MAX_FILE_SIZE.wrapping_sub(pos_out));
         // The overlap test, in the C's unsigned arithmetic.
-        if Arc::ptr_eq(&fin.inode, &fout.inode)
+        if crate::inode::InodeArc::ptr_eq(&fin.inode, &fout.inode)
             && pos_out.wrapping_add(count) > pos_in
             && pos_out < pos_in.wrapping_add(count)
         {

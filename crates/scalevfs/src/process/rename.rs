@@ -136,8 +136,9 @@ impl Process {
                     }
                     let locks = DirLocks::lock(&[d1m, d2m, vd]);
                     // Everything must be as peeked, or we start again.
-                    let ptr_of =
-                        |i: &Option<Arc<Inode>>| i.as_ref().map_or(std::ptr::null(), Arc::as_ptr);
+                    let ptr_of = |i: &Option<InodeArc>| {
+                        i.as_ref().map_or(std::ptr::null(), InodeArc::as_ptr)
+                    };
                     if fs.dcache.lookup_locked(&p1.d, c1, g) != od
                         || fs.dcache.lookup_locked(&p2.d, c2, g) != nd
                         || od.is_some_and(|d| !std::ptr::eq(d.inode.load(Acquire), ptr_of(&oi)))
@@ -199,7 +200,7 @@ impl Process {
                 }
             }
             if let Some(ni) = &ni {
-                if Arc::ptr_eq(&oi, ni) {
+                if InodeArc::ptr_eq(&oi, ni) {
                     return Ok(());
                 }
             }

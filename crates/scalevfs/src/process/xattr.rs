@@ -304,7 +304,7 @@ impl Process {
         dirfd: impl Desc,
         path: &Path,
         flags: AtFlags,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+        f: impl FnOnce(&InodeArc, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         if path.as_os_str().is_empty() && flags.contains(AtFlags::EMPTY_PATH) {
             return self.with_fd(dirfd, f);
@@ -561,7 +561,7 @@ pub struct XattrsOf<'p> {
 impl XattrsOf<'_> {
     fn run<R>(
         &self,
-        f: impl FnOnce(&Arc<Inode>, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
+        f: impl FnOnce(&InodeArc, &SuperBlock, &Creds, Option<BorrowedFd<'_>>) -> Result<R>,
     ) -> Result<R> {
         self.p.on_file(&self.file, f)
     }
