@@ -20,7 +20,6 @@
 use crate::dentry::DRef;
 use crate::errno::{Errno, Result};
 use crate::inode::InodeArc;
-
 use crate::mount::{Mount, MountRef};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{
@@ -392,7 +391,7 @@ impl Handle {
     /// and `st_ino`, this tells apart an object that is gone from a new one its file
     /// system gave the same number (hostfs reuses the host's inode numbers).
     pub fn same_object(&self, other: &Handle) -> bool {
-        crate::inode::InodeArc::ptr_eq(&self.0.inode, &other.0.inode)
+        InodeArc::ptr_eq(&self.0.inode, &other.0.inode)
     }
 }
 

@@ -89,7 +89,6 @@
 
 use crate::dentry::{DPtr, DRef, Dentry, IPtr};
 use crate::inode::InodeArc;
-
 use crate::name::path_hash;
 use crate::types::Creds;
 use std::cell::RefCell;

@@ -644,10 +644,10 @@ impl RefCount {
     }
 }
 
-/// How many stripes a [`StripedCounter`] has: twice the CPUs, rounded up to a power of two
-/// (at most 64). Two threads then rarely share a line, summing stays cheap, and a counter
-/// costs 128 B per stripe only as the machine has CPUs to contend for it (512 B on 2 CPUs,
-/// not 8 KiB: a namespace holds several counters).
+/// How many stripes of a counter threads can own (it has one more, shared): twice the
+/// CPUs, rounded up to a power of two (at most 64). Two threads then rarely share a line,
+/// summing stays cheap, and a counter costs 128 B per stripe only as the machine has CPUs
+/// to contend for it (640 B on 2 CPUs, not 8 KiB: a namespace holds several counters).
 #[cfg(not(loom))]
 fn stripes() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -662,63 +662,6 @@ fn stripes() -> usize {
 #[cfg(loom)]
 fn stripes() -> usize {
     2
-}
-
-/// This thread's stripe of a [`SharedCounter`]. The hit is inlined (a thread-local load
-/// and a compare); the first call's assignment is not.
-#[inline(always)]
-fn stripe_index() -> usize {
-    use std::cell::Cell;
-    thread_local! {
-        static INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
-    }
-    #[cold]
-    #[inline(never)]
-    fn assign(c: &Cell<usize>) -> usize {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let v = NEXT.fetch_add(1, Relaxed) % stripes();
-        c.set(v);
-        v
-    }
-    INDEX.with(|c| {
-        let v = c.get();
-        if v != usize::MAX {
-            v
-        } else {
-            assign(c)
-        }
-    })
-}
-
-/// A counter whose increments from different threads touch different cache lines; reading
-/// it sums the stripes. Used where the sum takes part in a protocol (a mount's users, which
-/// `umount`'s handshake sums between fences): every change is an atomic read-modify-write,
-/// so it heads or continues a release sequence whichever thread makes it.
-pub struct SharedCounter {
-    stripes: Box<[CachePadded<AtomicI64>]>,
-}
-
-impl Default for SharedCounter {
-    fn default() -> Self {
-        SharedCounter {
-            stripes: (0..stripes())
-                .map(|_| CachePadded::new(AtomicI64::new(0)))
-                .collect(),
-        }
-    }
-}
-
-impl SharedCounter {
-    /// Adds `n` (may be negative) to this thread's stripe.
-    #[inline]
-    pub fn add(&self, n: i64) {
-        self.stripes[stripe_index()].fetch_add(n, Relaxed);
-    }
-
-    /// The sum of all stripes; not a snapshot under concurrent updates.
-    pub fn sum(&self) -> i64 {
-        self.stripes.iter().map(|s| s.load(Relaxed)).sum()
-    }
 }
 
 /// Which stripe of every [`StripedCounter`] this thread owns: [`stripes`] stripes are
@@ -793,53 +736,85 @@ mod owned_stripe {
     }
 }
 
+/// The stripes of a counter: [`stripes`] that threads own (see `owned_stripe`), then one
+/// shared by the threads that own none.
+struct Stripes(Box<[CachePadded<AtomicI64>]>);
+
+impl Default for Stripes {
+    fn default() -> Self {
+        Stripes(
+            (0..=stripes())
+                .map(|_| CachePadded::new(AtomicI64::new(0)))
+                .collect(),
+        )
+    }
+}
+
+impl Stripes {
+    /// This thread's own stripe (`Ok`), or the shared one (`Err`).
+    #[inline]
+    fn mine(&self) -> std::result::Result<&AtomicI64, &AtomicI64> {
+        match self.0.get(owned_stripe::index()) {
+            Some(s) => Ok(s),
+            None => Err(&self.0[self.0.len() - 1]),
+        }
+    }
+
+    /// The sum of all stripes; not a snapshot under concurrent updates.
+    fn sum(&self) -> i64 {
+        self.0
+            .iter()
+            .map(|s| s.load(Relaxed))
+            .fold(0, i64::wrapping_add)
+    }
+}
+
 /// A counter whose changes from different threads touch different cache lines and, on up
 /// to [`stripes`] threads at a time, take no atomic read-modify-write (see `owned_stripe`);
 /// reading it sums the stripes. Used for statistics that commuting operations all update
 /// (a file system's inode and page counts without a limit, its negative entries, the
 /// walk's counters); not where the sum synchronizes with something ([`SharedCounter`]).
-pub struct StripedCounter {
-    /// [`stripes`] owned stripes, then the shared one.
-    stripes: Box<[CachePadded<AtomicI64>]>,
-}
-
-impl Default for StripedCounter {
-    fn default() -> Self {
-        StripedCounter {
-            stripes: (0..=stripes())
-                .map(|_| CachePadded::new(AtomicI64::new(0)))
-                .collect(),
-        }
-    }
-}
+#[derive(Default)]
+pub struct StripedCounter(Stripes);
 
 impl StripedCounter {
     /// Adds `n` (may be negative): to this thread's own stripe with a load and a store, or
     /// to the shared one.
     #[inline]
     pub fn add(&self, n: i64) {
-        let i = owned_stripe::index();
-        match self.stripes.get(i) {
+        match self.0.mine() {
             // The owner is the stripe's only writer (see `owned_stripe`).
-            Some(s) => s.store(s.load(Relaxed).wrapping_add(n), Relaxed),
-            None => {
-                debug_assert_eq!(i, owned_stripe::SHARED);
-                self.shared().fetch_add(n, Relaxed);
+            Ok(s) => s.store(s.load(Relaxed).wrapping_add(n), Relaxed),
+            Err(s) => {
+                s.fetch_add(n, Relaxed);
             }
         }
     }
 
-    /// The stripe of threads that own none.
-    fn shared(&self) -> &AtomicI64 {
-        &self.stripes[self.stripes.len() - 1]
+    /// The sum of all stripes; not a snapshot under concurrent updates.
+    pub fn sum(&self) -> i64 {
+        self.0.sum()
+    }
+}
+
+/// A counter on the same stripes whose every change is an atomic read-modify-write, so it
+/// heads or continues a release sequence whichever thread makes it. Used where the sum
+/// takes part in a protocol (a mount's users, which `umount`'s handshake sums between
+/// fences).
+#[derive(Default)]
+pub struct SharedCounter(Stripes);
+
+impl SharedCounter {
+    /// Adds `n` (may be negative) to this thread's stripe.
+    #[inline]
+    pub fn add(&self, n: i64) {
+        let (Ok(s) | Err(s)) = self.0.mine();
+        s.fetch_add(n, Relaxed);
     }
 
     /// The sum of all stripes; not a snapshot under concurrent updates.
     pub fn sum(&self) -> i64 {
-        self.stripes
-            .iter()
-            .map(|s| s.load(Relaxed))
-            .fold(0, i64::wrapping_add)
+        self.0.sum()
     }
 }
 
@@ -1466,7 +1441,7 @@ mod tests {
         }
         // Other tests' threads may hold stripes meanwhile, but at most all of them: the
         // shared stripe takes only what came while every stripe was owned.
-        let owned: i64 = c.stripes[..stripes()].iter().map(|s| s.load(Relaxed)).sum();
+        let owned: i64 = c.0 .0[..stripes()].iter().map(|s| s.load(Relaxed)).sum();
         assert!(owned > 0, "{c:?}");
         assert_eq!(c.sum(), 3 * stripes() as i64);
     }
