@@ -8,8 +8,9 @@
 //!    `XATTR_NAME_MAX`: `ERANGE`; a NUL in it, which a C caller cannot pass: `EINVAL`), the
 //!    value's size (`E2BIG`);
 //! 2. the path (or the descriptor: `EBADF`, also for `O_PATH`), then `EROFS` for a change;
-//! 3. `security.capability` values (`cap_convert_nscap`): a v2 or v3 header or `EINVAL`,
-//!    then root or `EPERM`;
+//! 3. `security.capability` values (`cap_convert_nscap`): a v2 or v3 header or `EINVAL`
+//!    (an empty value too: Linux 6.18 checks every size, where older kernels let an empty
+//!    one through unchecked), then root or `EPERM`;
 //! 4. `xattr_permission`: `trusted.` is root's (`EPERM` to change, `ENODATA` to read);
 //!    `user.` only on regular files and directories (`EPERM`/`ENODATA`), and in a sticky
 //!    directory only for its owner (`EPERM`); `security.` and `system.` need nothing here;
@@ -234,7 +235,7 @@ impl Process {
         (name, value, flags): (&[u8], &[u8], XattrFlags),
     ) -> Result<()> {
         fs.want_write()?;
-        if name == CAPS && !value.is_empty() {
+        if name == CAPS {
             let (rev, _) = caps_rev(value).ok_or(Errno::EINVAL)?;
             if c.uid != 0 {
                 return Err(Errno::EPERM);
@@ -384,7 +385,7 @@ impl Process {
     /// `setxattrat(2)` (Linux 6.13): sets the extended attribute `name` of what `dirfd` and
     /// `path` name to `value`: with [`XattrFlags::CREATE`] only if it does not exist
     /// (`EEXIST`), with [`XattrFlags::REPLACE`] only if it does (`ENODATA`). An empty
-    /// value is a value.
+    /// value is a value, except for `security.capability`.
     ///
     /// Errors: `EINVAL` (unknown flags, a bare prefix, a NUL in the name, a
     /// `security.capability` value that is not a v2 or v3 one), `ERANGE` (the name),
