@@ -689,10 +689,10 @@ mod tests {
     /// What `round` saw, run on a fresh thread with a process of its own until a round in
     /// which no other test moved the namespace-change counter (it is process-wide):
     /// `round` returns what it saw and whether the counter moved only as it did itself.
-    fn quiet_round(
+    fn quiet_round<T: Send>(
         vfs: &std::sync::Arc<Vfs>,
-        round: impl Fn(&crate::Process) -> (Vec<PathCacheStats>, bool) + Sync,
-    ) -> Vec<PathCacheStats> {
+        round: impl Fn(&crate::Process) -> (T, bool) + Sync,
+    ) -> T {
         for _ in 0..20 {
             let (saw, quiet) = std::thread::scope(|s| {
                 s.spawn(|| round(&vfs.process(Creds::root())))
@@ -730,6 +730,21 @@ mod tests {
     /// The namespace-change counter now.
     fn gen() -> Option<u64> {
         crate::sync::ns_changes().snapshot()
+    }
+
+    /// What `round` (reads only) gave in an attempt during which no other test changed the
+    /// namespace (the counter is process-wide, and a change empties every thread's
+    /// entries). `setup(i)` runs before attempt `i` and may change the namespace itself.
+    fn undisturbed<T>(mut setup: impl FnMut(usize), mut round: impl FnMut(usize) -> T) -> T {
+        for i in 0..20 {
+            setup(i);
+            let g0 = gen();
+            let saw = round(i);
+            if g0.is_some() && gen() == g0 {
+                return saw;
+            }
+        }
+        panic!("the namespace never stayed quiet for a round");
     }
 
     /// The counters `f` moved on this thread.
@@ -784,14 +799,10 @@ mod tests {
             let at = |fd, path: &str| p.fstatat(fd, path, AtFlags::empty()).map(|s| s.ino);
             let fd = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
             // Two entries: the walk, and its directory `a` (a prefix for other names in it).
-            assert_eq!(
-                counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
-                stats(0, 1, 2)
-            );
-            assert_eq!(
-                counted(|| assert_eq!(at(fd, "a/f"), Ok(df))),
-                stats(1, 0, 0)
-            );
+            let walk = || counted(|| assert_eq!(at(fd, "a/f"), Ok(df)));
+            let first = undisturbed(|_| super::clear_thread_cache(), |_| walk());
+            assert_eq!(first, stats(0, 1, 2));
+            assert_eq!(undisturbed(|_| (), |_| (walk(), walk()).1), stats(1, 0, 0));
             root.rename("/d/a", "/d/b").unwrap();
             assert_eq!(at(fd, "a/f"), Err(Errno::ENOENT));
             assert_eq!(at(fd, "b/f"), Ok(df));
@@ -808,18 +819,19 @@ mod tests {
             let fd3 = p.open("/d", OFlags::RDONLY | OFlags::DIRECTORY, 0).unwrap();
             assert_eq!(at(fd3, "b/f"), Err(Errno::EACCES));
             root.chmod("/d/b", 0o755).unwrap();
-            assert_eq!(at(fd3, "b/f"), Ok(df));
-            assert_eq!(
-                counted(|| assert_eq!(at(fd3, "b/f"), Ok(df))),
-                stats(1, 0, 0)
+            let walk = || counted(|| assert_eq!(at(fd3, "b/f"), Ok(df)));
+            assert_eq!(undisturbed(|_| (), |_| (walk(), walk()).1), stats(1, 0, 0));
+            // Another name in `b` is walked from `b`'s entry: one step, one insert. Each
+            // attempt has a new name, never walked before.
+            let step = undisturbed(
+                |i| root.write_file(format!("/d/b/g{i}"), b"z").unwrap(),
+                |i| {
+                    let dg = root.stat(format!("/d/b/g{i}")).unwrap().ino;
+                    assert_eq!(at(fd3, "b/f"), Ok(df));
+                    counted(|| assert_eq!(at(fd3, &format!("b/g{i}")), Ok(dg)))
+                },
             );
-            // Another name in `b` is walked from `b`'s entry: one step, one insert.
-            root.write_file("/d/b/g", b"z").unwrap();
-            let dg = root.stat("/d/b/g").unwrap().ino;
-            assert_eq!(
-                counted(|| assert_eq!(at(fd3, "b/g"), Ok(dg))),
-                stats(0, 1, 1)
-            );
+            assert_eq!(step, stats(0, 1, 1));
             assert_eq!(at(fd3, "b/missing"), Err(Errno::ENOENT));
             root.chmod("/d/b", 0o700).unwrap();
             assert_eq!(at(fd3, "b/f"), Err(Errno::EACCES));
@@ -836,24 +848,22 @@ mod tests {
     fn probes_are_counted_and_clearing_empties_the_table() {
         let vfs = Vfs::new_memfs();
         vfs.process(Creds::root()).write_file("/f", b"x").unwrap();
-        on_fresh_thread(|| {
-            let p = vfs.process(Creds::root());
-            // An empty slot takes the walk at its first miss.
-            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(0, 1, 1));
-            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(1, 0, 0));
-            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(1, 0, 0));
+        // Another test's namespace change empties every thread's entries: such a round is
+        // run again.
+        let saw = quiet_round(&vfs, |p| {
+            let stat = |path: &str, ok: bool| counted(|| assert_eq!(p.stat(path).is_ok(), ok));
+            let g0 = gen();
+            let mut saw = vec![stat("/f", true), stat("/f", true), stat("/f", true)];
             super::clear_thread_cache();
-            assert_eq!(counted(|| assert!(p.stat("/f").is_ok())), stats(0, 1, 1));
-            // Errors are never cached.
-            assert_eq!(
-                counted(|| assert!(p.stat("/none").is_err())),
-                stats(0, 1, 0)
-            );
-            assert_eq!(
-                counted(|| assert!(p.stat("/none").is_err())),
-                stats(0, 1, 0)
-            );
+            saw.push(stat("/f", true));
+            saw.push(stat("/none", false));
+            saw.push(stat("/none", false));
+            (saw, gen() == g0 && g0.is_some())
         });
+        let (hit, fill) = (stats(1, 0, 0), stats(0, 1, 1));
+        // An empty slot takes the walk at its first miss; errors are never cached.
+        let want = [fill, hit, hit, fill, stats(0, 1, 0), stats(0, 1, 0)];
+        assert_eq!(saw, want);
     }
 
     /// Admission and replacement: a walk that would evict another path's entry (its set
@@ -939,41 +949,35 @@ mod tests {
                 .write_file(format!("/{n}"), b"x")
                 .unwrap();
         }
-        on_fresh_thread(|| {
-            let p = vfs.process(Creds::root());
-            let stat = |n: &str| counted(|| assert!(p.stat(format!("/{n}")).is_ok()));
-            for n in &fillers {
-                assert_eq!(stat(n), stats(0, 1, 1), "the other sets fill");
-            }
-            for n in [&a, &f1, &f2, &f3] {
-                assert_eq!(stat(n), stats(0, 1, 1), "a set with room admits at once");
-            }
-            assert_eq!(
-                stat(&b),
-                stats(0, 1, 0),
-                "b's first miss only leaves a ghost"
-            );
-            assert_eq!(stat(&c), stats(0, 1, 0), "b's ghost does not admit c");
-            assert_eq!(stat(&a), stats(1, 0, 0), "a was not evicted");
-            assert_eq!(
-                stat(&d),
-                stats(0, 1, 0),
-                "d leaves its tag in b's ghost slot"
-            );
-            assert_eq!(stat(&b), stats(0, 1, 0), "d's tag does not admit b");
-            assert_eq!(stat(&b), stats(0, 1, 1), "b's next miss is admitted");
-            assert_eq!(stat(&b), stats(1, 0, 0));
-            assert_eq!(
-                stat(&f1),
-                stats(0, 1, 0),
-                "f1, the least recently used, was evicted and starts over with a ghost"
-            );
-            assert_eq!(stat(&f1), stats(0, 1, 1));
-            // f2 went for f1; a, used since, stays.
-            assert_eq!(stat(&a), stats(1, 0, 0), "a, used since, stays");
-            assert_eq!(stat(&f3), stats(1, 0, 0));
-            assert_eq!(stat(&f2), stats(0, 1, 0), "f2 was evicted");
+        let saw = quiet_round(&vfs, |p| {
+            let stat = |n: &String| counted(|| assert!(p.stat(format!("/{n}")).is_ok()));
+            let g0 = gen();
+            let mut saw: Vec<_> = fillers.iter().map(stat).collect();
+            saw.extend([&a, &f1, &f2, &f3].map(stat));
+            saw.extend([&b, &c, &a, &d, &b, &b, &b, &f1, &f1, &a, &f3, &f2].map(stat));
+            (saw, gen() == g0 && g0.is_some())
         });
+        let (hit, fill, ghost) = (stats(1, 0, 0), stats(0, 1, 1), stats(0, 1, 0));
+        let want = [
+            // The other sets fill, and a set with room admits at once.
+            vec![fill; fillers.len() + 4],
+            vec![
+                ghost, // b's first miss only leaves a ghost,
+                ghost, // which does not admit c;
+                hit,   // a was not evicted;
+                ghost, // d leaves its tag in b's ghost slot,
+                ghost, // which does not admit b;
+                fill,  // b's next miss is admitted,
+                hit,   // and answers.
+                ghost, // f1, the least recently used, was evicted and starts over,
+                fill,  // and is admitted in f2's place;
+                hit,   // a, used since, stays,
+                hit,   // and so does f3;
+                ghost, // f2 was evicted.
+            ],
+        ]
+        .concat();
+        assert_eq!(saw, want);
     }
 
     /// A walk admitted over a full set goes to its other set while that one has room (see
@@ -1032,28 +1036,31 @@ mod tests {
         let d = crate::dentry::DRef::try_get(d).unwrap();
         drop(g);
         let root = fs.root();
-        on_fresh_thread(|| {
-            let p = vfs.process(Creds::root());
+        let saw = quiet_round(&vfs, |p| {
             let dfd = p
                 .open("/d", crate::OFlags::RDONLY | crate::OFlags::DIRECTORY, 0)
                 .unwrap();
             // The open cached "/d" (an entry holding /d as its final): start empty.
             super::clear_thread_cache();
+            let g0 = gen();
             let (d0, r0) = (d.cold.refs.count(), root.cold.refs.count());
             let rel = || assert!(p.fstatat(dfd, "f", crate::AtFlags::empty()).is_ok());
-            assert_eq!(counted(rel).inserts, 1);
-            assert_eq!(d.cold.refs.count(), d0 + 1, "the entry holds its start");
-            // The walk and its directory `/d` (under the root, as a prefix).
-            assert_eq!(counted(|| assert!(p.stat("/d/f").is_ok())).inserts, 2);
-            assert_eq!(
-                root.cold.refs.count(),
-                r0,
-                "an absolute entry holds no root"
-            );
+            let rel_inserts = counted(rel).inserts;
+            let d_held = d.cold.refs.count() - d0;
+            let abs_inserts = counted(|| assert!(p.stat("/d/f").is_ok())).inserts;
+            let root_held = root.cold.refs.count() - r0;
+            let quiet = gen() == g0 && g0.is_some();
             super::clear_thread_cache();
-            assert_eq!(d.cold.refs.count(), d0);
+            let d_left = d.cold.refs.count() - d0;
             p.close(dfd).unwrap();
+            (
+                vec![rel_inserts, d_held, abs_inserts, root_held, d_left],
+                quiet,
+            )
         });
+        // The relative walk's entry holds its start; the absolute walk and its directory
+        // `/d` (under the root, as a prefix) hold no root; clearing gives `/d` back.
+        assert_eq!(saw, [1, 1, 2, 0, 0]);
     }
 
     /// A walk recorded again after its entry went stale (a namespace change) goes back
