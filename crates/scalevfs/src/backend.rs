@@ -56,6 +56,15 @@
 //! in a capped W5). There is no global lock on the
 //! lookup path: the sweep takes one directory lock at a time, and a caller that finds a
 //! sweep running goes on without it.
+//! - A sweep evicts from the directories its own thread loaded first (`DirState::loader`,
+//!   the loader's `sync::thread_tag`; both laps), and from every directory only if that
+//!   did not free enough. The cap is the file system's, but the threads that load are the
+//!   ones that sweep, and each evicts what it loaded, as Linux's shrinkers scan the LRU
+//!   list of the node under pressure: threads that load trees of their own neither write
+//!   each other's dentries and directory states at a sweep, nor free to each other's
+//!   heaps, nor hand each other the numbers of objects to trim (hostfs keeps those per
+//!   thread as well). A thread whose names are all in use, or that loaded nothing, still
+//!   brings the cache back under its cap from everyone's.
 //! - Only non-directories and negative entries are evicted ([`DHash::d_evict`]: one CAS
 //!   from "only the hash holds it" to dead, so a name held by a walk, an open directory, a
 //!   working directory or a thread's path cache stays). Directories stay cached, with their
@@ -1548,6 +1557,7 @@ impl SuperBlock {
         st.unloaded = false;
         st.stale = false;
         st.loaded_at = self.sweeps.load(Relaxed) as u32;
+        st.loader = crate::sync::thread_tag();
         if let Some(t) = deadline {
             inode.set_valid_until(t);
         }
@@ -1766,7 +1776,16 @@ impl SuperBlock {
             now: self.sweeps.fetch_add(1, Relaxed) + 1,
             ..SweepPass::default()
         };
-        let _ = self.sweep(&mut pass) || self.sweep(&mut pass);
+        // The directories this thread loaded first, both laps; then every directory. A
+        // thread that loads evicts what it loaded, so threads that load different trees
+        // neither write each other's lines nor free to each other's heaps.
+        let me = crate::sync::thread_tag();
+        if me != crate::sync::THREAD_TAG_NONE {
+            pass.only = Some(me);
+            let _ = self.sweep(&mut pass) || self.sweep(&mut pass);
+            pass.only = None;
+        }
+        let _ = pass.left == 0 || self.sweep(&mut pass) || self.sweep(&mut pass);
         let (gone, recent) = (pass.gone, pass.recent);
         // The names' frees are deferred before the marker of their numbers (see
         // `FileSystem::names_evicted`), so that it runs after their grace period.
@@ -1790,7 +1809,8 @@ impl SuperBlock {
         crate::reclaim::flush();
     }
 
-    /// One CLOCK pass over the loaded directories, deepest first (post-order),
+    /// One CLOCK pass over the loaded directories (only those `pass.only`'s thread loaded,
+    /// if it is set), deepest first (post-order),
     /// until `left` names went (counted down): in each directory, a child whose reference bit
     /// is set gets it cleared and stays; one whose bit is clear and that nobody uses (see
     /// [`DHash::d_evict`]) goes. A directory that loses a positive child is unloaded again:
@@ -1867,7 +1887,7 @@ impl SuperBlock {
             pass.recent = true;
             return pass.left == 0;
         }
-        if inode.is_open() {
+        if inode.is_open() || pass.only.is_some_and(|t| t != st.loader) {
             return pass.left == 0;
         }
         let children: Vec<NonNull<Dentry>> = st.children.values().copied().collect();
@@ -2002,6 +2022,8 @@ struct SweepPass {
     recent: bool,
     /// The dentries evicted, freed together after a grace period.
     dead: DeadBatch,
+    /// Only the directories that the thread of this tag loaded (`DirState::loader`).
+    only: Option<u8>,
 }
 
 impl Drop for SuperBlock {
@@ -2552,13 +2574,18 @@ mod tests {
     /// `/w0` .. `/w3`, each holding `f0` .. `f63` (files numbered `1000 * (w + 1) + f`)
     /// and the directory `sub` (numbered `1000 * (w + 1) + 999`, empty).
     fn wide(max_dentries: Option<u64>) -> (Arc<Vfs>, Arc<Probe>) {
+        wide_of(4, 64, max_dentries)
+    }
+
+    /// `wide` with `n` directories of `files` files (fewer than 999) each.
+    fn wide_of(n: u64, files: u64, max_dentries: Option<u64>) -> (Arc<Vfs>, Arc<Probe>) {
         let (dir, file) = (S_IFDIR | 0o755, S_IFREG | 0o644);
         let mut dirs = HashMap::new();
         let mut top = Vec::new();
-        for w in 0..4u64 {
+        for w in 0..n {
             let ino = 100 + w;
             top.push((&*format!("w{w}").leak(), ino, dir));
-            let mut files: Vec<(&'static str, u64, u32)> = (0..64u64)
+            let mut files: Vec<(&'static str, u64, u32)> = (0..files)
                 .map(|f| (&*format!("f{f}").leak(), 1000 * (w + 1) + f, file))
                 .collect();
             files.push(("sub", 1000 * (w + 1) + 999, dir));
@@ -2795,6 +2822,68 @@ mod tests {
         drop(vfs);
     }
 
+    /// A sweep evicts the names of directories its own thread loaded before anyone
+    /// else's: a thread that keeps loading directories (here the main thread, over `/w1`
+    /// to `/w7`) sweeps its own, and the directory another live thread loaded (`/w0`)
+    /// keeps its names, though nobody looked at them since. With one CLOCK over every
+    /// directory, `/w0`, early in the sweep's order, lost its names at every other sweep
+    /// (the test fails).
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
+    fn a_sweep_evicts_its_own_threads_names_first() {
+        use crate::sync::{thread_tag, THREAD_TAG_NONE};
+        // Both threads need a tag of their own, and other tests' threads may hold every
+        // one for a while: an attempt in which either had none is made again.
+        for _ in 0..200 {
+            // Eight directories of 32 files (33 names each), names capped at 120: `/w0`
+            // and the two directories the sweeping thread loaded last fit, and each sweep
+            // finds more than it needs in that thread's older directories.
+            let (vfs, probe) = wide_of(8, 32, Some(120));
+            let (loaded, done) = (mpsc::channel(), mpsc::channel::<()>());
+            let tagged = std::thread::scope(|s| {
+                let (vfs, tx, rx) = (&vfs, loaded.0, done.1);
+                let loader = s.spawn(move || {
+                    let p = vfs.process(Creds::root());
+                    for f in 0..32u64 {
+                        assert_eq!(p.stat(format!("/w0/f{f}")).unwrap().ino, 1000 + f);
+                    }
+                    // Its path cache would hold the names.
+                    crate::clear_thread_cache();
+                    tx.send(()).unwrap();
+                    // Alive (so its tag is its own) until the other has swept.
+                    rx.recv().unwrap();
+                    thread_tag() != THREAD_TAG_NONE
+                });
+                let sweeper = s.spawn(move || {
+                    loaded.1.recv().unwrap();
+                    stat_wide(&vfs.process(Creds::root()), 4, 1..8, 32);
+                    done.0.send(()).unwrap();
+                    thread_tag() != THREAD_TAG_NONE
+                });
+                loader.join().unwrap() && sweeper.join().unwrap()
+            });
+            if !tagged {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            let s = vfs.stats().root_fs;
+            assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
+            let evicted = std::mem::take(&mut *probe.evicted.lock());
+            assert!(!evicted.is_empty());
+            let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
+            assert!(
+                theirs.is_empty(),
+                "the other thread's names went: {theirs:?}"
+            );
+            assert_eq!(loads(&probe, 100), 1, "/w0 loaded again");
+            return;
+        }
+        panic!("no attempt had two threads with tags of their own");
+    }
+
     /// [`wide`] with a cap of 40 names, a process, and `/w0` open as a directory.
     fn wide_with_w0_open() -> (Arc<Vfs>, crate::Process, crate::Fd) {
         let (vfs, _) = wide(Some(40));
@@ -2882,20 +2971,27 @@ mod tests {
             "{closed:?}"
         );
         assert!(closed.dentries <= 40 + 66, "{closed:?}");
-        for round in 0..2 {
-            for w in 0..4u64 {
-                for f in 0..64u64 {
+        stat_wide(&p, 2, 0..4, 64);
+        let s = vfs.stats().root_fs;
+        // As in `a_capped_cache_evicts_unused_names_and_loads_them_again`: the cap, one
+        // load, the directories.
+        assert!(s.dentries <= 40 + 66 + 8, "{s:?}");
+        assert!(s.sweeps > after.sweeps, "{s:?}");
+    }
+
+    /// `rounds` times, stats files `f0` to `f<files - 1>` of directories `/w<dirs>` of a
+    /// [`wide_of`] tree, checks their numbers, and lets this thread's path cache go after
+    /// each directory (as a thread walking more names than it holds does).
+    fn stat_wide(p: &crate::Process, rounds: usize, dirs: std::ops::Range<u64>, files: u64) {
+        for round in 0..rounds {
+            for w in dirs.clone() {
+                for f in 0..files {
                     let st = p.stat(format!("/w{w}/f{f}")).unwrap();
                     assert_eq!(st.ino, 1000 * (w + 1) + f, "round {round}");
                 }
                 crate::clear_thread_cache();
             }
         }
-        let s = vfs.stats().root_fs;
-        // As in `a_capped_cache_evicts_unused_names_and_loads_them_again`: the cap, one
-        // load, the directories.
-        assert!(s.dentries <= 40 + 66 + 8, "{s:?}");
-        assert!(s.sweeps > after.sweeps, "{s:?}");
     }
 
     fn loads(p: &Probe, ino: u64) -> usize {

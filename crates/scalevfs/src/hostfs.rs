@@ -174,6 +174,7 @@ use crate::inode::{Contents, DirState, Inode};
 use crate::reclaim::OwnerReclaim;
 use crate::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::types::{mode::*, Stat, StatFs, Timespec, XattrFlags};
+use crossbeam_utils::CachePadded;
 use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
 use smallvec::SmallVec;
 use std::ffi::CStr;
@@ -332,9 +333,12 @@ pub struct HostFs {
     /// its own descriptor (its extended attributes and attributes are reached by this one).
     kept: Mutex<std::collections::HashMap<usize, OwnedFd>>,
     /// Numbers of objects whose names the dentry cache's sweeps evicted: what the trim
-    /// evicts (see [`HostFs::trim`]). Kept only with a cap on the inode cache, and at most
-    /// that many.
-    swept: Mutex<Swept>,
+    /// evicts (see [`HostFs::trim`]). One list per thread tag (`sync::thread_tag`), the
+    /// last for threads without one: a sweep adds to its thread's, and a trim takes from
+    /// its thread's first, so a thread that loads a tree of its own evicts its own objects
+    /// (it neither writes the lines of another thread's nor frees to its heap). Kept only
+    /// with a cap on the inode cache, and at most that many in each list.
+    swept: Box<[CachePadded<Mutex<Swept>>]>,
 }
 
 /// What [`HostFs::swept`] holds. An evicted name gives its reference on its object back
@@ -414,7 +418,9 @@ impl HostFs {
             egid: rustix::process::getegid().as_raw(),
             shared: matches!(opts.policy, Policy::Shared { .. }),
             kept: Mutex::new(std::collections::HashMap::new()),
-            swept: Mutex::new(Swept::default()),
+            swept: (0..=crate::sync::thread_tags())
+                .map(|_| CachePadded::new(Mutex::new(Swept::default())))
+                .collect(),
         };
         let node = HostNode {
             dir: OnceLock::from(root_fd),
@@ -556,6 +562,56 @@ impl HostFs {
         }
     }
 
+    /// The index of the calling thread's list in [`HostFs::swept`].
+    fn my_swept(&self) -> usize {
+        (crate::sync::thread_tag() as usize).min(self.swept.len() - 1)
+    }
+
+    /// One list's part of [`HostFs::trim`]: evicts the objects its ready numbers name that
+    /// only the cache holds, until `gone` reaches `want`; a number still in use gets two
+    /// more tries at later trims (most are names whose free has not run yet: the collector
+    /// runs it after the grace period, maybe after the marker); dropped numbers are left to
+    /// the inode cache's own sweep.
+    fn trim_from(
+        &self,
+        list: &Mutex<Swept>,
+        want: usize,
+        gone: &mut usize,
+        retired: &mut Retired<HostNode>,
+        cap: usize,
+    ) {
+        let ready = {
+            let sw = &mut *list.lock();
+            sw.ripen();
+            std::mem::take(&mut sw.ready)
+        };
+        if ready.is_empty() {
+            return;
+        }
+        let mut ready = ready.into_iter();
+        let mut again = Vec::new();
+        for (ino, tries) in ready.by_ref() {
+            if self.nodes.evict_unused(self.key(ino), only_cached, retired) {
+                *gone += 1;
+                if *gone >= want {
+                    break;
+                }
+            } else if tries < SWEPT_TRIES {
+                again.push((ino, tries + 1));
+            }
+        }
+        // What this trim did not need, and what it tries again, wait for the next trim,
+        // before the newer numbers.
+        let mut rest: Vec<(u64, u8)> = ready.collect();
+        rest.append(&mut again);
+        if !rest.is_empty() {
+            let sw = &mut *list.lock();
+            rest.append(&mut sw.ready);
+            rest.truncate(cap);
+            sw.ready = rest;
+        }
+    }
+
     /// Keeps the inode cache near [`HostFsOptions::max_inodes`]: past it, objects that
     /// only the cache holds (no cached name, no open file) go, until an eighth of the cap
     /// is free. Called after loads, with no lock held.
@@ -574,48 +630,26 @@ impl HostFs {
         if len <= cap {
             return;
         }
-        // Only the node holds the engine's inode: no dentry (a destroyed one gives its
-        // count back only after a grace period), no open file, no caller. Once the node is
-        // dead nobody can take a share of the inode, so the answer stays, as `shrink` and
-        // `evict_unused` require (they ask again after the kill).
-        let unused = |n: &HostNode| InodeArc::strong_count(&n.inode) == 1;
         let target = cap - cap / 8;
-        let ready = {
-            let sw = &mut *self.swept.lock();
-            sw.ripen();
-            std::mem::take(&mut sw.ready)
-        };
         let want = len - target;
         let mut gone = 0;
-        let mut ready = ready.into_iter();
-        // A number still in use gets two more tries at later trims: most are names whose
-        // free has not run yet (the collector runs it after the grace period, maybe after
-        // the marker); dropped numbers are left to `shrink`.
-        let mut again = Vec::new();
         let mut retired = Retired::default();
-        for (ino, tries) in ready.by_ref() {
-            if self.nodes.evict_unused(self.key(ino), unused, &mut retired) {
-                gone += 1;
-                if gone >= want {
-                    break;
-                }
-            } else if tries < SWEPT_TRIES {
-                again.push((ino, tries + 1));
+        // This thread's list first, then the others' while more must go.
+        let mine = self.my_swept();
+        let n = self.swept.len();
+        for k in 0..n {
+            if gone >= want {
+                break;
             }
+            self.trim_from(
+                &self.swept[(mine + k) % n],
+                want,
+                &mut gone,
+                &mut retired,
+                cap,
+            );
         }
-        // What this trim did not need, and what it tries again, wait for the next trim,
-        // before the newer numbers.
-        let mut rest: Vec<(u64, u8)> = ready.collect();
-        rest.append(&mut again);
-        let pending = {
-            let sw = &mut *self.swept.lock();
-            if !rest.is_empty() {
-                rest.append(&mut sw.ready);
-                rest.truncate(cap);
-                sw.ready = rest;
-            }
-            sw.len()
-        };
+        let pending: usize = self.swept.iter().map(|sw| sw.lock().len()).sum();
         // The inode cache's own sweep only for what the swept numbers cannot account for
         // (objects that lost their last user otherwise: a close, a forgotten name), and on
         // a budget: the numbers still waiting name objects whose names are in their grace
@@ -632,7 +666,7 @@ impl HostFs {
             .saturating_sub(cap + cap / 8);
         if gone < want && excess > 0 {
             self.nodes
-                .shrink_searching(target, excess.saturating_mul(4).max(16), unused);
+                .shrink_searching(target, excess.saturating_mul(4).max(16), only_cached);
         }
     }
 
@@ -913,6 +947,14 @@ fn changing<'n>(
 /// Linux opens or links a file through it whatever names the file has left.
 fn magic_link(fd: &OwnedFd) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// Whether only the inode cache's node holds the engine's inode: no dentry (a destroyed
+/// one gives its count back only after a grace period), no open file, no caller. Once the
+/// node is dead nobody can take a share of the inode, so the answer stays, as
+/// `InodeCache::shrink` and `evict_unused` require (they ask again after the kill).
+fn only_cached(n: &HostNode) -> bool {
+    InodeArc::strong_count(&n.inode) == 1
 }
 
 /// `name` in `dir` no longer names `node`'s object: drops it from the known names; `true`
@@ -1236,7 +1278,7 @@ impl FileSystem for HostFs {
         let Some(cap) = self.max_inodes else {
             return;
         };
-        let sw = &mut *self.swept.lock();
+        let sw = &mut *self.swept[self.my_swept()].lock();
         sw.ripen();
         let room = cap.saturating_sub(sw.len());
         let batch: Vec<u64> = inos.into_iter().take(room).collect();

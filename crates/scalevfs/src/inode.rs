@@ -185,6 +185,9 @@ pub struct DirState {
     /// Found too large to load whole for a lookup (see `backend`, "Names one at a time"):
     /// while it is not loaded, a lookup here asks the file system for its one name.
     pub big: bool,
+    /// The [`crate::sync::thread_tag`] of the thread that last loaded it: a sweep evicts
+    /// the names of its own thread's directories first (see `backend`, "Bounded caches").
+    pub loader: u8,
 }
 
 // SAFETY: the pointers are only dereferenced under an epoch guard or with the directory

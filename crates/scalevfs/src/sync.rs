@@ -736,6 +736,28 @@ mod owned_stripe {
     }
 }
 
+/// A tag for the calling thread among those live now: its owned stripe (see
+/// `owned_stripe`), below [`THREAD_TAG_NONE`], or [`THREAD_TAG_NONE`] for a thread that
+/// owns none (past the stripe count, or exiting; always under loom). Two live threads never
+/// share a tag below [`THREAD_TAG_NONE`]; a tag is reused once its thread exits. What a
+/// cache uses to tell its own objects from other threads' (a sweep evicts its own first:
+/// `backend`, "Bounded caches").
+#[inline]
+pub(crate) fn thread_tag() -> u8 {
+    match owned_stripe::index() {
+        i if i < THREAD_TAG_NONE as usize => i as u8,
+        _ => THREAD_TAG_NONE,
+    }
+}
+
+/// How many tags below [`THREAD_TAG_NONE`] [`thread_tag`] hands out (at most 64).
+pub(crate) fn thread_tags() -> usize {
+    stripes()
+}
+
+/// The [`thread_tag`] of a thread that owns no stripe.
+pub(crate) const THREAD_TAG_NONE: u8 = u8::MAX;
+
 /// The stripes of a counter: [`stripes`] that threads own (see `owned_stripe`), then one
 /// shared by the threads that own none.
 struct Stripes(Box<[CachePadded<AtomicI64>]>);
