@@ -337,7 +337,8 @@ pub struct HostFs {
     /// last for threads without one: a sweep adds to its thread's, and a trim takes from
     /// its thread's first, so a thread that loads a tree of its own evicts its own objects
     /// (it neither writes the lines of another thread's nor frees to its heap). Kept only
-    /// with a cap on the inode cache, and at most that many in each list.
+    /// with a cap on the inode cache, and at most about that many in all the lists
+    /// together (see [`admit_swept`]).
     swept: Box<[CachePadded<Mutex<Swept>>]>,
 }
 
@@ -375,6 +376,24 @@ impl Swept {
     fn len(&self) -> usize {
         self.waiting.waiting() + self.ready.len()
     }
+}
+
+/// Adds a sweep's numbers `inos` to list `mine` of `lists` ([`HostFs::swept`]), as many as
+/// leave all the lists together holding at most `cap`: the others' lengths are read first,
+/// each under its own lock and never two locks at once, so sweeps on other threads at the
+/// same moment may pass the cap by one batch each. The marker of the batch is deferred
+/// after the sweep's frees (on this thread), so it runs after their grace period.
+fn admit_swept(lists: &[CachePadded<Mutex<Swept>>], mine: usize, cap: usize, inos: Vec<u64>) {
+    let others: usize = (lists.iter().enumerate())
+        .filter(|&(i, _)| i != mine)
+        .map(|(_, l)| l.lock().len())
+        .sum();
+    let sw = &mut *lists[mine].lock();
+    sw.ripen();
+    let room = cap.saturating_sub(sw.len() + others);
+    let batch: Vec<u64> = inos.into_iter().take(room).collect();
+    let ready = sw.waiting.retire(batch, &crossbeam_epoch::pin());
+    sw.add_ready(ready);
 }
 
 static NEXT_FS: AtomicU64 = AtomicU64::new(1);
@@ -1278,14 +1297,7 @@ impl FileSystem for HostFs {
         let Some(cap) = self.max_inodes else {
             return;
         };
-        let sw = &mut *self.swept[self.my_swept()].lock();
-        sw.ripen();
-        let room = cap.saturating_sub(sw.len());
-        let batch: Vec<u64> = inos.into_iter().take(room).collect();
-        // After the sweep's frees were deferred (on this thread): its marker runs after
-        // their grace period.
-        let ready = sw.waiting.retire(batch, &crossbeam_epoch::pin());
-        sw.add_ready(ready);
+        admit_swept(&self.swept, self.my_swept(), cap, inos);
     }
 
     fn forget_name(&self, dir: &Inode, name: &[u8], victim: &Inode) {
@@ -1921,5 +1933,36 @@ impl HostFs {
             InodeArc::new(Inode::from_stat(&st, contents)),
             None,
         ))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{admit_swept, Swept};
+    use crate::sync::Mutex;
+    use crossbeam_utils::CachePadded;
+
+    /// The numbers waiting for a trim stay within the inode cache's cap in all the lists
+    /// together, however many threads' lists the sweeps fill (each list alone within the
+    /// cap would let them hold the cap once per thread).
+    #[test]
+    fn swept_numbers_stay_within_the_cap_in_all_lists() {
+        let lists: Box<[CachePadded<Mutex<Swept>>]> = (0..5)
+            .map(|_| CachePadded::new(Mutex::new(Swept::default())))
+            .collect();
+        let cap = 100;
+        for round in 0..3u64 {
+            for mine in 0..lists.len() {
+                let inos = (0..60)
+                    .map(|i| 1000 * round + 100 * mine as u64 + i)
+                    .collect();
+                admit_swept(&lists, mine, cap, inos);
+            }
+        }
+        let total: usize = lists.iter().map(|l| l.lock().len()).sum();
+        assert_eq!(total, cap);
+        // The first list's first batch went in whole; the next list took what was left.
+        assert_eq!(lists[0].lock().len(), 60);
+        assert_eq!(lists[1].lock().len(), 40);
     }
 }
