@@ -704,6 +704,16 @@ fn head_word(p: *mut Dentry, f: usize) -> *mut Dentry {
     }
 }
 
+/// Links `d` (whose allocation's pointer is `p`, of key `key`) at the head of `head`'s
+/// chain, adding its key's bit to the filter, in one store of the head. The caller holds
+/// the chain's bucket lock (or every lock, in a grow).
+#[inline]
+fn push(head: &AtomicPtr<Dentry>, d: &Dentry, p: *mut Dentry, key: u32) {
+    let h = head.load(Relaxed);
+    d.next.store(chain(h), Release);
+    head.store(head_word(p, filter(h) | filter_bit(key)), Release);
+}
+
 /// A chain longer than this during a lockless lookup means concurrent moves: give up.
 const MAX_CHAIN_STEPS: usize = 4096;
 
@@ -891,10 +901,7 @@ impl DHash {
                 let dr = unsafe { d.as_ref() };
                 b.store(head_word(dr.next.load(Acquire), filter(w)), Release);
                 let key = dr.hash.load(Relaxed);
-                let head = new.head(key);
-                let h = head.load(Relaxed);
-                dr.next.store(chain(h), Release);
-                head.store(head_word(d.as_ptr(), filter(h) | filter_bit(key)), Release);
+                push(new.head(key), dr, d.as_ptr(), key);
             }
         }
         let guard = crossbeam_epoch::pin();
@@ -987,10 +994,7 @@ impl DHash {
         let n = {
             let _b = self.lock(key);
             let t = self.locked_table();
-            let head = t.head(key);
-            let h = head.load(Relaxed);
-            d.next.store(chain(h), Relaxed);
-            head.store(head_word(d.as_ptr(), filter(h) | filter_bit(key)), Release);
+            push(t.head(key), &d, d.as_ptr(), key);
             t.mask + 1
         };
         self.inserted(n);

@@ -41,9 +41,8 @@ pub(crate) type FileArc = triomphe::Arc<OpenFile>;
 /// Drops a retired description's count. Most often it is the last: then an acquire load
 /// proves it and the description is freed without the decrement's read-modify-write.
 fn release(f: FileArc) {
-    if let Ok(last) = FileArc::try_unwrap(f) {
-        drop(last);
-    }
+    // Either way the count goes: the description itself (`Ok`) or a decrement (`Err`).
+    drop(FileArc::try_unwrap(f));
 }
 
 /// A mount and a dentry in it, held with references: a process's root or working
