@@ -635,6 +635,19 @@ pub fn thread_stats() -> PathCacheStats {
     STATS.try_with(|s| s.get()).unwrap_or_default()
 }
 
+/// Whether `calls` (which make their own checks) were answered from this thread's path
+/// cache `n` times, at one of a hundred tries (tests). The namespace-change generation is
+/// the process's: a rename made by a test running beside the caller invalidates every
+/// cached walk, so one try may miss; the next is answered from the cache again.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn cache_answers(n: u64, mut calls: impl FnMut()) -> bool {
+    (0..100).any(|_| {
+        let before = thread_stats().hits;
+        calls();
+        thread_stats().hits == before + n
+    })
+}
+
 /// Counts a probe's outcome (the caller validated the answer: a hit is one it used).
 #[inline]
 pub(crate) fn count(hit: bool) {

@@ -667,15 +667,18 @@ fn path_cache_answers_and_mounts_take_effect() {
     let p = root();
     p.mkdir("/a", 0o755).unwrap();
     p.write_file("/a/f", b"x").unwrap();
-    for _ in 0..3 {
-        p.stat("/a/f").unwrap();
-    }
-    let before = path_cache_stats();
-    for _ in 0..10 {
-        p.stat("/a/f").unwrap();
-    }
-    let after = path_cache_stats();
-    assert_eq!(after.hits - before.hits, 10, "{before:?} -> {after:?}");
+    p.stat("/a/f").unwrap();
+    // The namespace-change generation is the process's: a rename made by a test running
+    // beside this one invalidates every cached walk, so a round may miss once; a round
+    // with no change in it is answered from the cache ten times out of ten.
+    let answered = (0..100).any(|_| {
+        let before = path_cache_stats();
+        for _ in 0..10 {
+            p.stat("/a/f").unwrap();
+        }
+        path_cache_stats().hits - before.hits == 10
+    });
+    assert!(answered, "{:?}", path_cache_stats());
     p.mount("/a", MemFs::new(MemFsOptions::default())).unwrap();
     assert_eq!(p.stat("/a/f"), Err(Errno::ENOENT));
     p.umount("/a").unwrap();
