@@ -1,6 +1,6 @@
 //! W4 on one thread, phase by phase: build a tree of `DIRS` directories of `FILES` empty
 //! files, stat every file by its absolute path, list every directory with getdents + fstatat,
-//! and remove it all. Each phase is its own non-inlined function, so that under callgrind its
+//! and remove it all (`ROUNDS` times, default once: `fstree DIRS FILES ROUNDS`). Each phase is its own non-inlined function, so that under callgrind its
 //! inclusive cost divided by the operations it made is the cost of one operation, and with
 //! `--cache-sim=yes` its cache misses:
 //! `valgrind --tool=callgrind --cache-sim=yes target/release/examples/fstree 200 1000`.
@@ -77,7 +77,7 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(default)
     };
-    let (dirs, per_dir): (usize, usize) = (num(1, 200), num(2, 1000));
+    let (dirs, per_dir, rounds): (usize, usize, usize) = (num(1, 200), num(2, 1000), num(3, 1));
     let p = Vfs::new_memfs().process(Creds::root());
     p.mkdir("/w4", 0o755).expect("mkdir");
     let mut t = Tree {
@@ -99,7 +99,7 @@ fn main() {
         ("readdir-fstatat", phase_readdir),
         ("unlink", phase_remove),
     ];
-    for (name, phase) in phases {
+    for (name, phase) in (0..rounds).flat_map(|_| phases) {
         let start = Instant::now();
         phase(&p, &t);
         let el = start.elapsed().as_secs_f64();
