@@ -1,6 +1,7 @@
 //! W4 on one thread, phase by phase: build a tree of `DIRS` directories of `FILES` empty
 //! files, stat every file by its absolute path, list every directory with getdents + fstatat,
-//! and remove it all (`ROUNDS` times, default once: `fstree DIRS FILES ROUNDS`). Each phase is its own non-inlined function, so that under callgrind its
+//! and remove it all; `fstree DIRS FILES ROUNDS` does that `ROUNDS` times in one process
+//! (default once). Each phase is its own non-inlined function, so that under callgrind its
 //! inclusive cost divided by the operations it made is the cost of one operation, and with
 //! `--cache-sim=yes` its cache misses:
 //! `valgrind --tool=callgrind --cache-sim=yes target/release/examples/fstree 200 1000`.
