@@ -639,7 +639,7 @@ pub fn thread_stats() -> PathCacheStats {
 /// cache `n` times, at one of a hundred tries (tests). The namespace-change generation is
 /// the process's: a rename made by a test running beside the caller invalidates every
 /// cached walk, so one try may miss; the next is answered from the cache again.
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
 pub(crate) fn cache_answers(n: u64, mut calls: impl FnMut()) -> bool {
     (0..100).any(|_| {
         let before = thread_stats().hits;
