@@ -21,7 +21,8 @@
 //! their loops): on a busy host the first moves with the time a thread did not get, the
 //! second with the work and the cache misses of each stat. The CPU time is split into
 //! user time (the engine) and system time (the host's calls, mostly one `fstatat` per
-//! object loaded).
+//! object loaded). With `PIN=1`, thread i runs on CPU i, as in `scalevfs bench`
+//! (unpinned, the scheduler places them).
 
 mod common;
 
@@ -105,6 +106,7 @@ fn main() {
     };
     if threads == 1 {
         // On this thread, as the instruction counts recorded in perf/ were taken.
+        common::pin(0);
         let (t, cpu) = (std::time::Instant::now(), common::thread_cpu_ns());
         let (u0, s0) = common::thread_user_sys_ns();
         let mut sum = 0u64;

@@ -57,8 +57,10 @@
 //! lookup path: the sweep takes one directory lock at a time, and a caller that finds a
 //! sweep running goes on without it.
 //! - A sweep evicts from the directories its own thread loaded first (`DirState::loader`,
-//!   the loader's `sync::thread_tag`; both laps), and from every directory only if that
-//!   did not free enough. The cap is the file system's, but the threads that load are the
+//!   the loader's `sync::thread_tag`; both laps, down to the low mark), and from every
+//!   directory only what still keeps the cache over its cap: the last eighth is the
+//!   sweeping thread's to free, and a thread short of it sweeps again sooner rather than
+//!   take another's names. The cap is the file system's, but the threads that load are the
 //!   ones that sweep, and each evicts what it loaded, as Linux's shrinkers scan the LRU
 //!   list of the node under pressure: threads that load trees of their own neither write
 //!   each other's dentries and directory states at a sweep, nor free to each other's
@@ -1776,14 +1778,21 @@ impl SuperBlock {
             now: self.sweeps.fetch_add(1, Relaxed) + 1,
             ..SweepPass::default()
         };
-        // The directories this thread loaded first, both laps; then every directory. A
-        // thread that loads evicts what it loaded, so threads that load different trees
-        // neither write each other's lines nor free to each other's heaps.
+        // The directories this thread loaded first, both laps, down to an eighth of the cap
+        // free; then every directory, but only for what still keeps the cache over its cap
+        // (the last eighth is this thread's to free, not the others'). A thread that loads
+        // evicts what it loaded, so threads that load different trees neither write each
+        // other's lines (the first lap over another's names clears each bit its owner set)
+        // nor free to each other's heaps. Aimed at the low mark from everyone's, the laps
+        // over every directory took half of W5's evictions at two threads.
         let me = crate::sync::thread_tag();
         if me != crate::sync::THREAD_TAG_NONE {
             pass.only = Some(me);
             let _ = self.sweep(&mut pass) || self.sweep(&mut pass);
             pass.only = None;
+            // `left` started at the count less the low mark: what is left of it past an
+            // eighth of the cap is what the count is still over the cap.
+            pass.left = pass.left.saturating_sub(max / 8);
         }
         let _ = pass.left == 0 || self.sweep(&mut pass) || self.sweep(&mut pass);
         let (gone, recent) = (pass.gone, pass.recent);
@@ -2879,6 +2888,65 @@ mod tests {
                 "the other thread's names went: {theirs:?}"
             );
             assert_eq!(loads(&probe, 100), 1, "/w0 loaded again");
+            return;
+        }
+        panic!("no attempt had two threads with tags of their own");
+    }
+
+    /// A sweep takes from other threads' names only what keeps the cache over its cap, not
+    /// what its own low mark (an eighth of the cap free) still wants: with its own older
+    /// directories just short of that mark, the sweeping thread leaves the other thread's
+    /// `/w0` alone and sweeps more often instead. Aimed at the low mark from everyone's
+    /// (the test fails), its laps over every directory evicted `/w0`'s names: half of
+    /// W5's evictions at two threads were another thread's.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
+    fn a_sweep_leaves_other_threads_names_once_under_the_cap() {
+        // Four directories of 32 files (33 names each), names capped at 80 (the low mark
+        // 70): the sweeping thread's `/w1` to `/w3` over four rounds give each sweep enough
+        // to get under the cap, not always enough to get to the mark.
+        const SWEEP_DIRS: u64 = 4;
+        const SWEEP_CAP: u64 = 80;
+        const SWEEP_ROUNDS: usize = 4;
+        use crate::sync::{thread_tag, THREAD_TAG_NONE};
+        for _ in 0..200 {
+            let (vfs, probe) = wide_of(SWEEP_DIRS, 32, Some(SWEEP_CAP));
+            let (loaded, done) = (mpsc::channel(), mpsc::channel::<()>());
+            let tagged = std::thread::scope(|s| {
+                let (vfs, tx, rx) = (&vfs, loaded.0, done.1);
+                let loader = s.spawn(move || {
+                    let p = vfs.process(Creds::root());
+                    for f in 0..32u64 {
+                        assert_eq!(p.stat(format!("/w0/f{f}")).unwrap().ino, 1000 + f);
+                    }
+                    crate::clear_thread_cache();
+                    tx.send(()).unwrap();
+                    rx.recv().unwrap();
+                    thread_tag() != THREAD_TAG_NONE
+                });
+                let sweeper = s.spawn(move || {
+                    loaded.1.recv().unwrap();
+                    stat_wide(&vfs.process(Creds::root()), SWEEP_ROUNDS, 1..SWEEP_DIRS, 32);
+                    done.0.send(()).unwrap();
+                    thread_tag() != THREAD_TAG_NONE
+                });
+                loader.join().unwrap() && sweeper.join().unwrap()
+            });
+            if !tagged {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                continue;
+            }
+            let s = vfs.stats().root_fs;
+            assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
+            let evicted = std::mem::take(&mut *probe.evicted.lock());
+            let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
+            assert!(
+                theirs.is_empty(),
+                "the other thread's names went: {theirs:?}"
+            );
             return;
         }
         panic!("no attempt had two threads with tags of their own");

@@ -633,7 +633,8 @@ impl HostFs {
 
     /// Keeps the inode cache near [`HostFsOptions::max_inodes`]: past it, objects that
     /// only the cache holds (no cached name, no open file) go, until an eighth of the cap
-    /// is free. Called after loads, with no lock held.
+    /// is free from this thread's own swept numbers, or back under the cap from the other
+    /// threads'. Called after loads, with no lock held.
     ///
     /// What goes first are the objects whose names the sweeps evicted, found by number once
     /// the sweep's grace period has ended, as Linux puts an inode on its LRU when its last reference
@@ -653,16 +654,19 @@ impl HostFs {
         let want = len - target;
         let mut gone = 0;
         let mut retired = Retired::default();
-        // This thread's list first, then the others' while more must go.
+        // This thread's list first, down to the low mark; then the others', only for what
+        // keeps the cache over its cap (as a dentry sweep leaves other threads' names:
+        // `SuperBlock::shrink`), so that a thread frees what it loaded, to its own heap.
         let mine = self.my_swept();
         let n = self.swept.len();
         for k in 0..n {
-            if gone >= want {
+            let goal = if k == 0 { want } else { len - cap };
+            if gone >= goal {
                 break;
             }
             self.trim_from(
                 &self.swept[(mine + k) % n],
-                want,
+                goal,
                 &mut gone,
                 &mut retired,
                 cap,

@@ -24,9 +24,22 @@ pub fn arg(i: usize) -> Option<String> {
     std::env::args().nth(i)
 }
 
+/// With `PIN=1` in the environment, pins the calling thread to CPU `i` modulo the CPUs
+/// there are, as `scalevfs bench` pins its threads; otherwise the scheduler places it.
+pub fn pin(i: usize) {
+    if std::env::var_os("PIN").map_or(true, |v| v != "1") {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(i % cpus);
+    rustix::thread::sched_setaffinity(None, &set).expect("sched_setaffinity");
+}
+
 /// Runs `op(p, &state, k)` for k in 0..n on each of `threads` threads, each on a fork of `p`
 /// whose `state` comes from `setup(p, i)`; all start together after their set-up. Prints the
 /// rate of `what` (none when n is 0: that run measures the set-up alone, for callgrind).
+/// Thread `i` is pinned to CPU `i` with `PIN=1` ([`pin`]).
 pub fn run_threads<S>(
     p: &Process,
     n: u64,
@@ -48,6 +61,7 @@ pub fn run_threads<S>(
             let p = p.fork();
             let (barrier, setup, op, cpu, user, sys) = (&barrier, &setup, &op, &cpu, &user, &sys);
             s.spawn(move || {
+                pin(i);
                 let state = setup(&p, i);
                 barrier.wait();
                 let t = thread_cpu_ns();
