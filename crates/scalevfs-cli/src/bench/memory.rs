@@ -8,7 +8,9 @@
 //!   while it builds the tree. A fresh process keeps memory that earlier workloads freed, and
 //!   that the allocator would hand out again, from hiding part of the growth. The figure
 //!   includes everything the tree costs: the system's own structures, the allocator's
-//!   overhead, and the pages it holds.
+//!   overhead, and the pages it holds. Each reading comes after the heap settled
+//!   (`settle_heap`: deferred frees run, empty pages given back), so memory freed while
+//!   the tree was built does not count.
 //! - **The kernel** (tmpfs) keeps its files in kernel memory: the figure is the growth of
 //!   `Slab` in `/proc/meminfo` (dentries, shmem inodes, and what they point to), with the
 //!   object sizes of the `dentry` and `shmem_inode_cache` slabs as context where
@@ -114,6 +116,21 @@ fn settle() {
     std::thread::sleep(Duration::from_millis(300));
 }
 
+/// Brings this process's heap to what is live before a reading of the resident set: the
+/// engine's deferred frees run (a few grace periods), and the allocator gives back the
+/// pages that freed memory left empty (`mi_collect`). Without it, memory a system freed
+/// while it built the tree (a hash table's old array after it grew) still counted,
+/// whether the allocator had purged it by the reading or not: the `vfs` crate's figure
+/// was 252 B or 346 B per file from one run to the next.
+fn settle_heap() {
+    for _ in 0..64 {
+        scalevfs::clear_thread_cache();
+    }
+    // SAFETY: `mi_collect` takes no pointer; this binary's allocator is mimalloc
+    // (`main.rs`), whose collection only returns pages no live allocation uses.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+}
+
 /// The kernel's figure, on tmpfs under `k`'s directory.
 pub fn kernel(k: &Kernel, files: usize) -> Result<MemFigure, Error> {
     settle();
@@ -174,8 +191,10 @@ pub fn in_child(system: System, files: usize) -> Result<MemFigure, Error> {
 /// resident set in bytes, then a description.
 pub fn child(system: System, files: usize) -> Result<(), Error> {
     fn measure<T: Target>(t: T, files: usize) -> Result<u64, Error> {
+        settle_heap();
         let before = rss()?;
         fill(&t, files)?;
+        settle_heap();
         let after = rss()?;
         // The tree is still alive here: `t` is dropped after the second reading.
         drop(t);
