@@ -2843,14 +2843,34 @@ mod tests {
         ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
     )]
     fn a_sweep_evicts_its_own_threads_names_first() {
+        // Eight directories of 32 files (33 names each), names capped at 120: `/w0` and the
+        // two directories the sweeping thread loaded last fit, and each sweep finds more
+        // than it needs in that thread's older directories.
+        let (vfs, probe, evicted) = sweep_beside_a_loader(8, 120, 4);
+        let s = vfs.stats().root_fs;
+        assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
+        assert!(!evicted.is_empty());
+        let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
+        assert!(
+            theirs.is_empty(),
+            "the other thread's names went: {theirs:?}"
+        );
+        assert_eq!(loads(&probe, 100), 1, "/w0 loaded again");
+    }
+
+    /// One thread loads `/w0` of [`wide_of`]`(dirs, 32, Some(cap))` and stays alive while
+    /// another stats `/w1`.. `rounds` times over, sweeping as it goes; returns the
+    /// namespace, its probe and the numbers the sweeps evicted. Both threads need a tag of
+    /// their own, and other tests' threads may hold every one for a while: an attempt in
+    /// which either had none is made again.
+    fn sweep_beside_a_loader(
+        dirs: u64,
+        cap: u64,
+        rounds: usize,
+    ) -> (Arc<Vfs>, Arc<Probe>, Vec<u64>) {
         use crate::sync::{thread_tag, THREAD_TAG_NONE};
-        // Both threads need a tag of their own, and other tests' threads may hold every
-        // one for a while: an attempt in which either had none is made again.
         for _ in 0..200 {
-            // Eight directories of 32 files (33 names each), names capped at 120: `/w0`
-            // and the two directories the sweeping thread loaded last fit, and each sweep
-            // finds more than it needs in that thread's older directories.
-            let (vfs, probe) = wide_of(8, 32, Some(120));
+            let (vfs, probe) = wide_of(dirs, 32, Some(cap));
             let (loaded, done) = (mpsc::channel(), mpsc::channel::<()>());
             let tagged = std::thread::scope(|s| {
                 let (vfs, tx, rx) = (&vfs, loaded.0, done.1);
@@ -2868,27 +2888,17 @@ mod tests {
                 });
                 let sweeper = s.spawn(move || {
                     loaded.1.recv().unwrap();
-                    stat_wide(&vfs.process(Creds::root()), 4, 1..8, 32);
+                    stat_wide(&vfs.process(Creds::root()), rounds, 1..dirs, 32);
                     done.0.send(()).unwrap();
                     thread_tag() != THREAD_TAG_NONE
                 });
                 loader.join().unwrap() && sweeper.join().unwrap()
             });
-            if !tagged {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                continue;
+            if tagged {
+                let evicted = std::mem::take(&mut *probe.evicted.lock());
+                return (vfs, probe, evicted);
             }
-            let s = vfs.stats().root_fs;
-            assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
-            let evicted = std::mem::take(&mut *probe.evicted.lock());
-            assert!(!evicted.is_empty());
-            let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
-            assert!(
-                theirs.is_empty(),
-                "the other thread's names went: {theirs:?}"
-            );
-            assert_eq!(loads(&probe, 100), 1, "/w0 loaded again");
-            return;
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
         panic!("no attempt had two threads with tags of their own");
     }
@@ -2908,48 +2918,14 @@ mod tests {
         // Four directories of 32 files (33 names each), names capped at 80 (the low mark
         // 70): the sweeping thread's `/w1` to `/w3` over four rounds give each sweep enough
         // to get under the cap, not always enough to get to the mark.
-        const SWEEP_DIRS: u64 = 4;
-        const SWEEP_CAP: u64 = 80;
-        const SWEEP_ROUNDS: usize = 4;
-        use crate::sync::{thread_tag, THREAD_TAG_NONE};
-        for _ in 0..200 {
-            let (vfs, probe) = wide_of(SWEEP_DIRS, 32, Some(SWEEP_CAP));
-            let (loaded, done) = (mpsc::channel(), mpsc::channel::<()>());
-            let tagged = std::thread::scope(|s| {
-                let (vfs, tx, rx) = (&vfs, loaded.0, done.1);
-                let loader = s.spawn(move || {
-                    let p = vfs.process(Creds::root());
-                    for f in 0..32u64 {
-                        assert_eq!(p.stat(format!("/w0/f{f}")).unwrap().ino, 1000 + f);
-                    }
-                    crate::clear_thread_cache();
-                    tx.send(()).unwrap();
-                    rx.recv().unwrap();
-                    thread_tag() != THREAD_TAG_NONE
-                });
-                let sweeper = s.spawn(move || {
-                    loaded.1.recv().unwrap();
-                    stat_wide(&vfs.process(Creds::root()), SWEEP_ROUNDS, 1..SWEEP_DIRS, 32);
-                    done.0.send(()).unwrap();
-                    thread_tag() != THREAD_TAG_NONE
-                });
-                loader.join().unwrap() && sweeper.join().unwrap()
-            });
-            if !tagged {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                continue;
-            }
-            let s = vfs.stats().root_fs;
-            assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
-            let evicted = std::mem::take(&mut *probe.evicted.lock());
-            let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
-            assert!(
-                theirs.is_empty(),
-                "the other thread's names went: {theirs:?}"
-            );
-            return;
-        }
-        panic!("no attempt had two threads with tags of their own");
+        let (vfs, _probe, evicted) = sweep_beside_a_loader(4, 80, 4);
+        let s = vfs.stats().root_fs;
+        assert!(s.sweeps > 2 && s.dentry_evictions > 0, "{s:?}");
+        let theirs: Vec<u64> = evicted.into_iter().filter(|i| i / 1000 == 1).collect();
+        assert!(
+            theirs.is_empty(),
+            "the other thread's names went: {theirs:?}"
+        );
     }
 
     /// [`wide`] with a cap of 40 names, a process, and `/w0` open as a directory.
