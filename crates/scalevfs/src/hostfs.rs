@@ -654,6 +654,10 @@ impl HostFs {
         let want = len - target;
         let mut gone = 0;
         let mut retired = Retired::default();
+        // The evicted names this thread's sweeps retired give their references on their
+        // objects back when the thread frees them (`reclaim::FreeBatch`): free those whose
+        // grace period has ended, so that the numbers ripe below find their objects unused.
+        crate::reclaim::free_expired();
         // This thread's list first, down to the low mark; then the others', only for what
         // keeps the cache over its cap (as a dentry sweep leaves other threads' names:
         // `SuperBlock::shrink`), so that a thread frees what it loaded, to its own heap.

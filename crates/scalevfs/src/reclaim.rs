@@ -39,6 +39,15 @@
 //! when its thread-local hands everything to the collector. An item is no more than the
 //! memory of one inode (its contents are freed at its eviction, not here).
 //!
+//! [`FreeBatch`] does the same for objects retired in batches (a sweep's evicted dentries,
+//! a trim's evicted inode-cache nodes): a dropped batch goes to its thread's own
+//! `OwnerReclaim` of batches, freed by that thread at its next batch or [`flush`] once the
+//! batch's marker has run. What waits: the batches whose markers have not run, or whose
+//! thread has not dropped a batch or flushed since; a thread's exit hands them to the
+//! collector. A caller that needs a batch's objects gone before it goes on (hostfs's trim,
+//! whose numbers name objects that the evicted dentries held) frees what expired first
+//! ([`free_expired`]).
+//!
 //! # Locks and fields outside a lock
 //! No lock of its own: the owner keeps it under whatever serializes its retires (the
 //! descriptor table's `alloc`). `expired` lives outside that lock: markers raise it on any
@@ -70,14 +79,17 @@ use std::sync::Arc;
 
 /// Objects retired together and freed together after one grace period: one deferred
 /// function for the batch instead of one per object (a `defer` cost four times as much
-/// with a second thread pinning beside it, and each one's frees ran on whichever thread
-/// collected its bag). Dropping the batch hands it to the collector.
-pub(crate) struct FreeBatch<T> {
+/// with a second thread pinning beside it). Dropping the batch retires it to this thread
+/// (see "A thread as the owner"): its objects are freed by the thread that took them out,
+/// at its next retire or [`flush`] once their grace period has ended, not by whichever
+/// thread collects the bag (through the collector only when the thread is going away, or
+/// under loom).
+pub(crate) struct FreeBatch<T: 'static> {
     items: Vec<*mut T>,
     free: unsafe fn(*mut T),
 }
 
-impl<T> FreeBatch<T> {
+impl<T: 'static> FreeBatch<T> {
     /// An empty batch whose objects `free` frees.
     pub(crate) const fn new(free: unsafe fn(*mut T)) -> Self {
         FreeBatch {
@@ -97,23 +109,100 @@ impl<T> FreeBatch<T> {
     }
 }
 
-impl<T> Drop for FreeBatch<T> {
+/// A retired batch's frees, made when it is dropped: by its thread once its grace period
+/// has ended, or by the collector.
+struct Frees<T: 'static> {
+    items: Vec<*mut T>,
+    free: unsafe fn(*mut T),
+}
+
+// SAFETY: the items are out of every shared structure and only this batch frees them; a
+// free may run on any thread (the collector ran them wherever it collected their bag).
+unsafe impl<T: 'static> Send for Frees<T> {}
+
+impl<T: 'static> Drop for Frees<T> {
+    fn drop(&mut self) {
+        for &p in &self.items {
+            // SAFETY: each item was pushed under `FreeBatch::push`'s contract, and a
+            // `Frees` is dropped only once every guard pinned before its batch was
+            // retired is gone (its marker ran, or the collector runs it).
+            unsafe { (self.free)(p) };
+        }
+    }
+}
+
+impl<T: 'static> Drop for FreeBatch<T> {
     fn drop(&mut self) {
         if self.items.is_empty() {
             return;
         }
-        let (items, free) = (std::mem::take(&mut self.items), self.free);
+        let frees = Frees {
+            items: std::mem::take(&mut self.items),
+            free: self.free,
+        };
         let guard = crossbeam_epoch::pin();
-        // SAFETY: every item was pushed under `push`'s contract, before this guard was
-        // pinned; the deferred function runs after every guard pinned before it is gone.
-        unsafe {
-            guard.defer_unchecked(move || {
-                for p in items {
-                    free(p);
-                }
-            });
+        #[cfg(not(loom))]
+        let Some(frees) = retire_batch_local(Box::new(frees), &guard) else {
+            return;
+        };
+        // Every item was pushed under `push`'s contract, before this guard was pinned; the
+        // deferred function runs after every guard pinned before it is gone.
+        guard.defer(move || drop(frees));
+    }
+}
+
+/// What a thread's dropped [`FreeBatch`]es hand it: each a batch's frees.
+#[cfg(not(loom))]
+type Batch = Box<dyn Send>;
+
+/// A thread's retired batches, freed by the thread once their grace period has ended (see
+/// "A thread as the owner"); dropped at the thread's exit, it hands what still waits to
+/// the collector.
+#[cfg(not(loom))]
+#[derive(Default)]
+struct LocalBatches(OwnerReclaim<Batch>);
+
+#[cfg(not(loom))]
+impl Drop for LocalBatches {
+    fn drop(&mut self) {
+        let rest = std::mem::take(&mut self.0).into_pending();
+        if !rest.is_empty() {
+            // Out of every shared structure already: a deferral made now runs after every
+            // guard pinned before it, and so before any of them, is gone.
+            crossbeam_epoch::pin().defer(move || drop(rest));
         }
     }
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    /// This thread's retired batches of objects (see [`FreeBatch`]).
+    static RETIRED_BATCHES: std::cell::RefCell<LocalBatches> =
+        std::cell::RefCell::new(LocalBatches::default());
+}
+
+/// Retires `batch` to this thread, and frees the thread's batches whose grace period has
+/// ended; gives `batch` back if the thread-local is gone (the thread is exiting) or in use
+/// (a free of an expired batch retires again).
+#[cfg(not(loom))]
+fn retire_batch_local(batch: Batch, g: &Guard) -> Option<Batch> {
+    let mut slot = Some(batch);
+    let expired = RETIRED_BATCHES.try_with(|r| {
+        let mut r = r.try_borrow_mut().ok()?;
+        Some(r.0.retire(vec![slot.take()?], g))
+    });
+    // Freed here, with the thread-local no longer borrowed.
+    drop(expired);
+    slot
+}
+
+/// Frees this thread's retired batches (see [`FreeBatch`]) whose grace period has ended:
+/// for a caller about to rely on their objects being gone (hostfs's trim, which lets an
+/// object go only once its evicted names gave their references back).
+#[cfg(not(loom))]
+pub(crate) fn free_expired() {
+    let expired = RETIRED_BATCHES.try_with(|r| Some(r.try_borrow_mut().ok()?.0.collect()));
+    drop(expired);
 }
 
 /// Batches retired by one owner, freed by it once their grace period has ended (see the
@@ -209,6 +298,7 @@ fn retire_local(inode: InodeArc, guard: &Guard) -> Option<InodeArc> {
 fn seal_local(g: &Guard) {
     let expired = RETIRED_INODES.try_with(|r| Some(r.try_borrow_mut().ok()?.seal(g)));
     drop(expired);
+    free_expired();
 }
 
 impl<T> Default for OwnerReclaim<T> {
@@ -412,42 +502,82 @@ mod tests {
     }
 
     /// A batch's objects are freed after every guard pinned before its drop is gone, not
-    /// before, and each exactly once.
+    /// before; each exactly once; and by the thread that dropped the batch, though
+    /// another thread collects its marker. A batch that a thread still holds when it
+    /// exits goes to the collector, and is freed all the same.
     #[test]
-    fn a_free_batch_waits_for_older_guards_and_frees_each_object_once() {
+    fn a_free_batch_is_freed_by_its_thread_after_older_guards_and_once() {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::Mutex;
+        use std::thread::ThreadId;
         static FREED: AtomicUsize = AtomicUsize::new(0);
-        /// Frees a boxed number, counting it.
+        static BY: Mutex<Vec<ThreadId>> = Mutex::new(Vec::new());
+        /// Frees a boxed number, counting it and the thread.
         unsafe fn free(p: *mut u64) {
             // SAFETY: the test pushes pointers from `Box::into_raw`, once each.
             drop(unsafe { Box::from_raw(p) });
+            BY.lock().unwrap().push(std::thread::current().id());
             FREED.fetch_add(1, SeqCst);
         }
-        let old = crossbeam_epoch::pin();
-        {
+        fn batch_of(n: u64) -> FreeBatch<u64> {
             let mut batch = FreeBatch::new(free);
-            for k in 0..3u64 {
+            for k in 0..n {
                 // SAFETY: a fresh box that nothing else reaches or frees.
                 unsafe { batch.push(Box::into_raw(Box::new(k))) };
             }
+            batch
         }
-        for _ in 0..50 {
-            crossbeam_epoch::pin().flush();
+        /// Flushes on this thread until `n` objects in all were freed (or 60 s passed:
+        /// other tests' pins can hold the epoch back).
+        fn flush_until(n: usize) {
+            let start = std::time::Instant::now();
+            while FREED.load(SeqCst) < n && start.elapsed() < std::time::Duration::from_secs(60) {
+                flush();
+                std::thread::yield_now();
+            }
         }
-        assert_eq!(FREED.load(SeqCst), 0, "freed under a guard older than it");
+        let owner = std::thread::spawn(|| {
+            let old = crossbeam_epoch::pin();
+            drop(batch_of(3));
+            // Another thread collects (and runs the batch's marker, once it may).
+            let other = || {
+                std::thread::spawn(|| {
+                    for _ in 0..50 {
+                        crossbeam_epoch::pin().flush();
+                    }
+                })
+                .join()
+                .unwrap()
+            };
+            other();
+            for _ in 0..50 {
+                flush();
+            }
+            assert_eq!(FREED.load(SeqCst), 0, "freed under a guard older than it");
+            drop(old);
+            other();
+            flush_until(3);
+            assert_eq!(FREED.load(SeqCst), 3);
+            let me = std::thread::current().id();
+            assert!(
+                BY.lock().unwrap().iter().all(|&t| t == me),
+                "freed by another thread"
+            );
+            // An empty batch retires nothing.
+            drop(FreeBatch::<u64>::new(free));
+            for _ in 0..50 {
+                flush();
+            }
+            assert_eq!(FREED.load(SeqCst), 3);
+        });
+        owner.join().unwrap();
+        // Held when its thread exits: handed to the collector.
+        let old = crossbeam_epoch::pin();
+        std::thread::spawn(|| drop(batch_of(2))).join().unwrap();
+        assert_eq!(FREED.load(SeqCst), 3, "freed under a guard older than it");
         drop(old);
-        let start = std::time::Instant::now();
-        while FREED.load(SeqCst) < 3 && start.elapsed() < std::time::Duration::from_secs(60) {
-            crossbeam_epoch::pin().flush();
-            std::thread::yield_now();
-        }
-        assert_eq!(FREED.load(SeqCst), 3);
-        // An empty batch defers nothing.
-        drop(FreeBatch::<u64>::new(free));
-        for _ in 0..50 {
-            crossbeam_epoch::pin().flush();
-        }
-        assert_eq!(FREED.load(SeqCst), 3);
+        flush_until(5);
+        assert_eq!(FREED.load(SeqCst), 5);
     }
 
     /// What an owner that goes away still holds comes back whole.
