@@ -1729,6 +1729,13 @@ impl SuperBlock {
         Ok(())
     }
 
+    /// Whether the dentry cache is capped ([`CacheOptions::max_dentries`]): its sweeps may
+    /// evict the names nobody holds.
+    #[inline]
+    pub(crate) fn capped(&self) -> bool {
+        self.max_dentries.is_some()
+    }
+
     /// Whether a directory whose lock the caller holds (its state `st`) may be changed
     /// now: loaded, and not being loaded or revalidated by another caller (who dropped
     /// the lock while the file system answered). Calls that lock several directories
@@ -2655,6 +2662,50 @@ mod tests {
         want.push("sub".into());
         want.sort();
         assert_eq!(names(&p, "/w2"), want);
+    }
+
+    /// A walk to a name that a sweep may evict is cached only at its second miss: each
+    /// path-cache entry holds its name, so a thread walking names once each (a tree walk)
+    /// would otherwise fill its 2,048 ways with names the sweeps can never take, and the
+    /// cache would stay that far over its cap (here 256 names and 6 directories against a
+    /// cap of 40: the test fails with every first walk cached). A name walked again is
+    /// cached, and answered from the path cache after that.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of walks and loads; eviction's unsafe code runs under Miri in dentry::tests"
+    )]
+    fn first_walks_of_names_a_sweep_may_evict_are_not_cached() {
+        let (vfs, _probe) = wide(Some(40));
+        // A thread of its own: its path cache starts empty.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let p = vfs.process(Creds::root());
+                for w in 0..4u64 {
+                    for f in 0..64u64 {
+                        assert_eq!(
+                            p.stat(format!("/w{w}/f{f}")).unwrap().ino,
+                            1000 * (w + 1) + f
+                        );
+                    }
+                }
+                // The sweeps of the last load's own lock calls ran; one more lookup that
+                // misses runs one after it.
+                assert_eq!(p.stat("/w0/nope"), Err(Errno::ENOENT));
+                let s = vfs.stats().root_fs;
+                assert!(s.dentry_evictions > 0, "{s:?}");
+                // The cap, plus what one load adds before the next sweep (65 names), plus
+                // the directories (never evicted).
+                assert!(s.dentries <= 40 + 66 + 8, "{} dentries", s.dentries);
+                // Walked a second and a third time, a name is cached and answered.
+                for _ in 0..2 {
+                    assert_eq!(p.stat("/w3/f63").unwrap().ino, 4063);
+                }
+                assert!(crate::pathcache::cache_answers(1, || {
+                    assert_eq!(p.stat("/w3/f63").unwrap().ino, 4063);
+                }));
+            });
+        });
     }
 
     /// Every call a path operation makes to the file system on its miss path (a listing,

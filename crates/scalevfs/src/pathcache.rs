@@ -47,6 +47,14 @@
 //! references, the copy of the path) nor evicts the hot paths; a path used twice is cached
 //! from its second walk.
 //!
+//! A walk that ends at a name a sweep may evict (a non-directory of a file system whose
+//! dentry cache is capped: `SuperBlock::capped`) needs that second miss even for a free
+//! way. An entry holds its final name, and a sweep cannot evict a held name: with the
+//! first 2,048 walks of each thread cached as they came, W5's threads (stats cycling over
+//! 16,000 host files each) held 2,048 names each for ever, and their sweeps tried and
+//! failed to evict them at every lap (7.2 evictions tried per stat at two threads, 1.0
+//! now).
+//!
 //! # Two sets
 //! A path hashes to its own set and to an *other* set (other bits of the hash). A walk
 //! admitted over a full own set (its second miss, see "Admission") goes to a free way of
@@ -525,18 +533,27 @@ pub(crate) struct Admitted {
 
 /// Whether a walk of `path` (whose [`path_hash`] is `hash`) under `key` is to be recorded
 /// (see "Admission"), and where: its set holds its stale entry or has a free way, or the
-/// path missed once before, recently. A first miss only records the path's tag in the
-/// ghost table, and gets `None`. Inline, and asked before anything else of the recording,
+/// path missed once before, recently (for a walk to a name a sweep may evict, as
+/// `holds_a_capped_name` tells, only the last two). A first miss only records the path's
+/// tag in the ghost table, and gets `None`. Inline, and asked before anything else of the recording,
 /// so that a walk of a path seen once (a tree walk, W4) costs two table lookups and no
 /// call; [`insert`] takes the answer and does not search the set again.
 #[inline(always)]
-pub(crate) fn admission(hash: u64, key: &Key, path: &[u8]) -> Option<Admitted> {
+pub(crate) fn admission(
+    hash: u64,
+    key: &Key,
+    path: &[u8],
+    holds_a_capped_name: impl FnOnce() -> bool,
+) -> Option<Admitted> {
     let own = set_of(hash);
     let placed = TABLE
         .try_with(|t| match t.borrow().as_ref() {
             // Made at the first insertion: every way is free.
-            None => Some((own, 0)),
-            Some(t) => locate(t, hash, key, path).or_else(|| Some((own, t.sets[own].free_way()?))),
+            None => (!holds_a_capped_name()).then_some((own, 0)),
+            Some(t) => locate(t, hash, key, path).or_else(|| {
+                let way = t.sets[own].free_way()?;
+                (!holds_a_capped_name()).then_some((own, way))
+            }),
         })
         .ok()?;
     if let Some((set, way)) = placed {

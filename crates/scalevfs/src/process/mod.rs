@@ -662,7 +662,10 @@ impl<'g> WholePath<'g> {
         let (true, Some(gen), Some(ms)) = (self.cacheable, self.gen, self.ms) else {
             return;
         };
-        let Some(at) = pathcache::admission(self.hash, &self.key, path) else {
+        // An entry holds its final name against the sweeps of a capped cache: a walk to a
+        // name they may evict is cached only once it is walked again (see "Admission").
+        let capped = || p.d.flags() & crate::dentry::DIR == 0 && p.mnt.fs.capped();
+        let Some(at) = pathcache::admission(self.hash, &self.key, path, capped) else {
             return;
         };
         if let (Some(idx), Some(inode)) = (walk::mount_index(cx.vfs, p.mnt, cx.guard), p.inode) {
