@@ -22,7 +22,11 @@
 //! second with the work and the cache misses of each stat. The CPU time is split into
 //! user time (the engine) and system time (the host's calls, mostly one `fstatat` per
 //! object loaded). With `PIN=1`, thread i runs on CPU i, as in `scalevfs bench`
-//! (unpinned, the scheduler places them).
+//! (unpinned, the scheduler places them). `scalevfs bench` also keeps each thread's full
+//! allocator pages its own (mimalloc's `page_full_retain` at -1; see the command's
+//! `keep_full_pages`): run this with `MIMALLOC_PAGE_FULL_RETAIN=-1` to match it, since
+//! without it a second thread's frees into abandoned full pages cost about 300 instructions
+//! a stat more than one thread's.
 
 mod common;
 

@@ -758,7 +758,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
         if !self.try_kill(n) {
             return false;
         }
-        self.remove(shard, chain, n, &g, &mut Retired::default());
+        self.remove(shard, chain, n, &g, &mut Retired::to_collector());
         true
     }
 
@@ -851,8 +851,18 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
 }
 
 /// Nodes evicted by one call, freed together after one grace period (see
-/// `reclaim::FreeBatch`). Dropping it hands the batch to the collector.
+/// `reclaim::FreeBatch`), by the thread that drops it.
 pub struct Retired<V: Send + Sync + 'static>(FreeBatch<Node<V>>);
+
+impl<V: Send + Sync + 'static> Retired<V> {
+    /// A batch that the collector frees, on whichever thread: for a node evicted alone
+    /// ([`InodeCache::evict`]: hostfs forgets an object whose last name went), whose value
+    /// may hold a host descriptor (a removed directory's) that must not wait for this
+    /// thread's next batch.
+    fn to_collector() -> Self {
+        Retired(FreeBatch::to_collector(free_node::<V>))
+    }
+}
 
 impl<V: Send + Sync + 'static> Default for Retired<V> {
     fn default() -> Self {
@@ -1365,16 +1375,17 @@ mod tests {
                 assert!(c.evict(key(i)));
             }
         }
-        // Evicted ones go after a grace period. Other tests running in parallel hold pins
-        // that keep the global epoch back, so collect until all ten are gone (or ten
-        // seconds pass), then collect a while longer: a value dropped twice would show.
+        // Evicted ones go after a grace period, freed by this thread (`reclaim::FreeBatch`)
+        // at its flush. Other tests running in parallel hold pins that keep the global
+        // epoch back, so flush until all ten are gone (or ten seconds pass), then a while
+        // longer: a value dropped twice would show.
         let t0 = std::time::Instant::now();
         while drops.load(SeqCst) < 10 && t0.elapsed() < std::time::Duration::from_secs(10) {
-            epoch::pin().flush();
+            crate::reclaim::flush();
             std::thread::yield_now();
         }
         for _ in 0..64 {
-            epoch::pin().flush();
+            crate::reclaim::flush();
         }
         assert_eq!(drops.load(SeqCst), 10);
     }

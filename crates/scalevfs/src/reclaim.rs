@@ -44,7 +44,10 @@
 //! `OwnerReclaim` of batches, freed by that thread at its next batch or [`flush`] once the
 //! batch's marker has run. What waits: the batches whose markers have not run, or whose
 //! thread has not dropped a batch or flushed since; a thread's exit hands them to the
-//! collector. A caller that needs a batch's objects gone before it goes on (hostfs's trim,
+//! collector. A batch whose objects hold more than memory goes to the collector instead
+//! (`FreeBatch::to_collector`: an inode-cache node evicted alone, which may hold a removed
+//! directory's host descriptor), so that nothing but memory waits for a thread that may
+//! never drop another batch. A caller that needs a batch's objects gone before it goes on (hostfs's trim,
 //! whose numbers name objects that the evicted dentries held) frees what expired first
 //! ([`free_expired`]).
 //!
@@ -79,22 +82,36 @@ use std::sync::Arc;
 
 /// Objects retired together and freed together after one grace period: one deferred
 /// function for the batch instead of one per object (a `defer` cost four times as much
-/// with a second thread pinning beside it). Dropping the batch retires it to this thread
-/// (see "A thread as the owner"): its objects are freed by the thread that took them out,
-/// at its next retire or [`flush`] once their grace period has ended, not by whichever
-/// thread collects the bag (through the collector only when the thread is going away, or
-/// under loom).
+/// with a second thread pinning beside it). Dropping a batch made by [`FreeBatch::new`]
+/// retires it to this thread (see "A thread as the owner"): its objects are freed by the
+/// thread that took them out, at its next retire or [`flush`] once their grace period has
+/// ended, not by whichever thread collects the bag (through the collector only when the
+/// thread is going away, or under loom). One made by [`FreeBatch::to_collector`] goes to
+/// the collector, for objects that hold more than memory (a host descriptor) and must not
+/// wait for the thread's next batch, which an idle thread never drops.
 pub(crate) struct FreeBatch<T: 'static> {
     items: Vec<*mut T>,
     free: unsafe fn(*mut T),
+    /// Whether the collector frees it, not its thread.
+    collector: bool,
 }
 
 impl<T: 'static> FreeBatch<T> {
-    /// An empty batch whose objects `free` frees.
+    /// An empty batch whose objects `free` frees, on the thread that drops the batch.
     pub(crate) const fn new(free: unsafe fn(*mut T)) -> Self {
         FreeBatch {
             items: Vec::new(),
             free,
+            collector: false,
+        }
+    }
+
+    /// An empty batch whose objects `free` frees, on whichever thread collects it.
+    pub(crate) const fn to_collector(free: unsafe fn(*mut T)) -> Self {
+        FreeBatch {
+            items: Vec::new(),
+            free,
+            collector: true,
         }
     }
 
@@ -141,8 +158,16 @@ impl<T: 'static> Drop for FreeBatch<T> {
             free: self.free,
         };
         let guard = crossbeam_epoch::pin();
+        // Under loom every batch goes to the collector.
+        #[cfg(loom)]
+        let _ = self.collector;
         #[cfg(not(loom))]
-        let Some(frees) = retire_batch_local(Box::new(frees), &guard) else {
+        let frees: Batch = Box::new(frees);
+        #[cfg(not(loom))]
+        let Some(frees) = (match self.collector {
+            true => Some(frees),
+            false => retire_batch_local(frees, &guard),
+        }) else {
             return;
         };
         // Every item was pushed under `push`'s contract, before this guard was pinned; the
