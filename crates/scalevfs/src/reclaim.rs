@@ -41,7 +41,7 @@
 //!
 //! [`FreeBatch`] does the same for objects retired in batches (a sweep's evicted dentries,
 //! a trim's evicted inode-cache nodes): a dropped batch goes to its thread's own
-//! `OwnerReclaim` of batches, freed by that thread at its next batch or [`flush`] once the
+//! `LocalRetire` of batches, each retired alone, and is freed by that thread at its next batch or [`flush`] once the
 //! batch's marker has run. What waits: the batches whose markers have not run, or whose
 //! thread has not dropped a batch or flushed since; a thread's exit hands them to the
 //! collector. A batch whose objects hold more than memory goes to the collector instead
@@ -90,8 +90,7 @@ use std::sync::Arc;
 /// the collector, for objects that hold more than memory (a host descriptor) and must not
 /// wait for the thread's next batch, which an idle thread never drops.
 pub(crate) struct FreeBatch<T: 'static> {
-    items: Vec<*mut T>,
-    free: unsafe fn(*mut T),
+    frees: Frees<T>,
     /// Whether the collector frees it, not its thread.
     collector: bool,
 }
@@ -100,8 +99,7 @@ impl<T: 'static> FreeBatch<T> {
     /// An empty batch whose objects `free` frees, on the thread that drops the batch.
     pub(crate) const fn new(free: unsafe fn(*mut T)) -> Self {
         FreeBatch {
-            items: Vec::new(),
-            free,
+            frees: Frees::none(free),
             collector: false,
         }
     }
@@ -109,8 +107,7 @@ impl<T: 'static> FreeBatch<T> {
     /// An empty batch whose objects `free` frees, on whichever thread collects it.
     pub(crate) const fn to_collector(free: unsafe fn(*mut T)) -> Self {
         FreeBatch {
-            items: Vec::new(),
-            free,
+            frees: Frees::none(free),
             collector: true,
         }
     }
@@ -122,7 +119,7 @@ impl<T: 'static> FreeBatch<T> {
     /// else frees it; and `free(p)` is sound once every guard pinned before this call is
     /// gone.
     pub(crate) unsafe fn push(&mut self, p: *mut T) {
-        self.items.push(p);
+        self.frees.items.push(p);
     }
 }
 
@@ -131,6 +128,16 @@ impl<T: 'static> FreeBatch<T> {
 struct Frees<T: 'static> {
     items: Vec<*mut T>,
     free: unsafe fn(*mut T),
+}
+
+impl<T: 'static> Frees<T> {
+    /// No objects yet.
+    const fn none(free: unsafe fn(*mut T)) -> Self {
+        Frees {
+            items: Vec::new(),
+            free,
+        }
+    }
 }
 
 // SAFETY: the items are out of every shared structure and only this batch frees them; a
@@ -150,24 +157,17 @@ impl<T: 'static> Drop for Frees<T> {
 
 impl<T: 'static> Drop for FreeBatch<T> {
     fn drop(&mut self) {
-        if self.items.is_empty() {
+        if self.frees.items.is_empty() {
             return;
         }
-        let frees = Frees {
-            items: std::mem::take(&mut self.items),
-            free: self.free,
-        };
+        let free = self.frees.free;
+        let frees: Batch = Box::new(std::mem::replace(&mut self.frees, Frees::none(free)));
         let guard = crossbeam_epoch::pin();
-        // Under loom every batch goes to the collector.
-        #[cfg(loom)]
-        let _ = self.collector;
-        #[cfg(not(loom))]
-        let frees: Batch = Box::new(frees);
-        #[cfg(not(loom))]
-        let Some(frees) = (match self.collector {
+        let frees = match self.collector {
             true => Some(frees),
             false => retire_batch_local(frees, &guard),
-        }) else {
+        };
+        let Some(frees) = frees else {
             return;
         };
         // Every item was pushed under `push`'s contract, before this guard was pinned; the
@@ -177,48 +177,46 @@ impl<T: 'static> Drop for FreeBatch<T> {
 }
 
 /// What a thread's dropped [`FreeBatch`]es hand it: each a batch's frees.
-#[cfg(not(loom))]
 type Batch = Box<dyn Send>;
-
-/// A thread's retired batches, freed by the thread once their grace period has ended (see
-/// "A thread as the owner"); dropped at the thread's exit, it hands what still waits to
-/// the collector.
-#[cfg(not(loom))]
-#[derive(Default)]
-struct LocalBatches(OwnerReclaim<Batch>);
-
-#[cfg(not(loom))]
-impl Drop for LocalBatches {
-    fn drop(&mut self) {
-        let rest = std::mem::take(&mut self.0).into_pending();
-        if !rest.is_empty() {
-            // Out of every shared structure already: a deferral made now runs after every
-            // guard pinned before it, and so before any of them, is gone.
-            crossbeam_epoch::pin().defer(move || drop(rest));
-        }
-    }
-}
 
 #[cfg(not(loom))]
 thread_local! {
-    /// This thread's retired batches of objects (see [`FreeBatch`]).
-    static RETIRED_BATCHES: std::cell::RefCell<LocalBatches> =
-        std::cell::RefCell::new(LocalBatches::default());
+    /// This thread's retired batches of objects (see [`FreeBatch`]), each retired alone.
+    static RETIRED_BATCHES: std::cell::RefCell<LocalRetire<Batch>> =
+        std::cell::RefCell::new(LocalRetire::new());
 }
 
-/// Retires `batch` to this thread, and frees the thread's batches whose grace period has
-/// ended; gives `batch` back if the thread-local is gone (the thread is exiting) or in use
-/// (a free of an expired batch retires again).
+/// Retires `item` to this thread's `key`, with `retire` (one of [`LocalRetire`]'s), and
+/// drops the thread's items whose grace period has ended; gives `item` back if the
+/// thread-local is gone (the thread is exiting) or in use (a drop of its expired items
+/// retires again).
 #[cfg(not(loom))]
-fn retire_batch_local(batch: Batch, g: &Guard) -> Option<Batch> {
-    let mut slot = Some(batch);
-    let expired = RETIRED_BATCHES.try_with(|r| {
+fn retire_to<T: Send + 'static>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<LocalRetire<T>>>,
+    item: T,
+    retire: impl FnOnce(&mut LocalRetire<T>, T) -> Vec<Vec<T>>,
+) -> Option<T> {
+    let mut slot = Some(item);
+    let expired = key.try_with(|r| {
         let mut r = r.try_borrow_mut().ok()?;
-        Some(r.0.retire(vec![slot.take()?], g))
+        Some(retire(&mut r, slot.take()?))
     });
-    // Freed here, with the thread-local no longer borrowed.
+    // Dropped here, with the thread-local no longer borrowed.
     drop(expired);
     slot
+}
+
+/// Retires `batch` to this thread at once (see [`FreeBatch`]); gives it back as
+/// [`retire_to`] does.
+#[cfg(not(loom))]
+fn retire_batch_local(batch: Batch, g: &Guard) -> Option<Batch> {
+    retire_to(&RETIRED_BATCHES, batch, |r, b| r.retire_now(b, g))
+}
+
+/// Under loom, none: batches go to the collector (loom's threads share one thread-local).
+#[cfg(loom)]
+fn retire_batch_local(batch: Batch, _g: &Guard) -> Option<Batch> {
+    Some(batch)
 }
 
 /// Frees this thread's retired batches (see [`FreeBatch`]) whose grace period has ended:
@@ -226,7 +224,7 @@ fn retire_batch_local(batch: Batch, g: &Guard) -> Option<Batch> {
 /// object go only once its evicted names gave their references back).
 #[cfg(not(loom))]
 pub(crate) fn free_expired() {
-    let expired = RETIRED_BATCHES.try_with(|r| Some(r.try_borrow_mut().ok()?.0.collect()));
+    let expired = RETIRED_BATCHES.try_with(|r| Some(r.try_borrow_mut().ok()?.collect()));
     drop(expired);
 }
 
@@ -307,14 +305,7 @@ pub(crate) fn retire_inode(inode: InodeArc, guard: &Guard) {
 /// gone (the thread is exiting) or in use (a drop of its expired batches retires again).
 #[cfg(not(loom))]
 fn retire_local(inode: InodeArc, guard: &Guard) -> Option<InodeArc> {
-    let mut slot = Some(inode);
-    let expired = RETIRED_INODES.try_with(|r| {
-        let mut r = r.try_borrow_mut().ok()?;
-        Some(r.retire(slot.take()?, guard))
-    });
-    // Dropped here, with the thread-local no longer borrowed.
-    drop(expired);
-    slot
+    retire_to(&RETIRED_INODES, inode, |r, i| r.retire(i, guard))
 }
 
 /// Retires this thread's batch of inodes now, however few it holds, and drops those
@@ -423,6 +414,18 @@ impl<T: Send + 'static> LocalRetire<T> {
     pub fn seal(&mut self, g: &Guard) -> Vec<Vec<T>> {
         let batch = std::mem::take(&mut self.current);
         self.owner.retire(batch, g)
+    }
+
+    /// Retires `item` in a batch of its own, with the current batch (for items that are
+    /// batches already: [`FreeBatch`]); returns as [`LocalRetire::retire`] does.
+    pub fn retire_now(&mut self, item: T, g: &Guard) -> Vec<Vec<T>> {
+        self.current.push(item);
+        self.seal(g)
+    }
+
+    /// The batches whose grace period has ended, for the caller to drop.
+    pub fn collect(&mut self) -> Vec<Vec<T>> {
+        self.owner.collect()
     }
 
     /// How many items wait: in the current batch, and in retired ones.
