@@ -22,7 +22,7 @@
 
 // As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: scalevfs_alloc::Alloc = scalevfs_alloc::Alloc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use scalevfs::__bench::{self, Dir, Name};

@@ -2248,10 +2248,10 @@ mod tests {
             } else if mode & S_IFMT == S_IFLNK {
                 let body = Contents::Symlink(LINK_TARGET.into());
                 // atime = mtime = ctime: a first follow is due to touch atime.
-                InodeArc::new(Inode::new(ino, mode, 0, 0, 0, body, t))
+                InodeArc::new(Inode::new(ino, mode, 0, 0, body, t))
             } else {
                 let data = Contents::File(RwLock::new(FileData::default()));
-                InodeArc::new(Inode::new(ino, mode, 0, 0, 0, data, t))
+                InodeArc::new(Inode::new(ino, mode, 0, 0, data, t))
             }
         }
     }
@@ -2274,8 +2274,7 @@ mod tests {
             S_IFDIR | 0o755,
             0,
             0,
-            0,
-            Contents::Dir(Mutex::new(st)),
+            Contents::Dir(Box::new(Mutex::new(st))),
             Timespec::now(),
         ))
     }
@@ -2293,15 +2292,10 @@ mod tests {
             target: Option<&[u8]>,
             now: Timespec,
         ) -> Result<InodeArc> {
-            let contents = match mode & S_IFMT {
-                S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
-                S_IFREG => Contents::File(RwLock::new(FileData::default())),
-                S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
-                _ => Contents::Special,
-            };
+            let contents = Contents::in_memory(mode, rdev, target);
             let ino = self.next.fetch_add(1, SeqCst);
             Ok(InodeArc::new(Inode::new(
-                ino, mode, uid, gid, rdev, contents, now,
+                ino, mode, uid, gid, contents, now,
             )))
         }
         test_fs_accounting!();
@@ -3287,15 +3281,7 @@ mod loom_models {
     }
 
     fn inode(ino: u64, mode: u32, contents: Contents) -> InodeArc {
-        InodeArc::new(Inode::new(
-            ino,
-            mode,
-            0,
-            0,
-            0,
-            contents,
-            Timespec::default(),
-        ))
+        InodeArc::new(Inode::new(ino, mode, 0, 0, contents, Timespec::default()))
     }
 
     impl FileSystem for OneDir {
@@ -3304,7 +3290,7 @@ mod loom_models {
                 unloaded: true,
                 ..Default::default()
             };
-            inode(1, S_IFDIR | 0o755, Contents::Dir(Mutex::new(st)))
+            inode(1, S_IFDIR | 0o755, Contents::Dir(Box::new(Mutex::new(st))))
         }
         test_fs_read_only!();
         test_fs_accounting!();
@@ -3313,7 +3299,7 @@ mod loom_models {
                 return Err(Errno::EIO);
             }
             let mut l = Listing::default();
-            l.push(b"x", inode(2, S_IFREG | 0o644, Contents::Special));
+            l.push(b"x", inode(2, S_IFREG | 0o644, Contents::Special(0)));
             Ok(l)
         }
     }
@@ -3445,18 +3431,20 @@ mod loom_models {
 
     impl FileSystem for Revalidated {
         fn root_inode(&self) -> InodeArc {
-            inode(
-                1,
-                S_IFDIR | 0o755,
-                Contents::Dir(Mutex::new(DirState::default())),
-            )
+            inode(1, S_IFDIR | 0o755, Contents::empty_dir())
         }
         test_fs_read_only!();
         test_fs_accounting!();
         fn revalidate_dir(&self, _: &Inode, _: bool) -> Result<Option<Listing>> {
-            let mut v = vec![(b"x".to_vec(), inode(2, S_IFREG | 0o644, Contents::Special))];
+            let mut v = vec![(
+                b"x".to_vec(),
+                inode(2, S_IFREG | 0o644, Contents::Special(0)),
+            )];
             if self.host_y.load(SeqCst) {
-                v.push((b"y".to_vec(), inode(3, S_IFREG | 0o644, Contents::Special)));
+                v.push((
+                    b"y".to_vec(),
+                    inode(3, S_IFREG | 0o644, Contents::Special(0)),
+                ));
             }
             Ok(Some(v.into_iter().collect()))
         }
@@ -3527,7 +3515,7 @@ mod loom_models {
     }
 
     fn inode_of_y() -> InodeArc {
-        inode(3, S_IFREG | 0o644, Contents::Special)
+        inode(3, S_IFREG | 0o644, Contents::Special(0))
     }
 
     /// A big directory (see "Names one at a time"), not loaded, whose storage holds `y`
@@ -3543,7 +3531,7 @@ mod loom_models {
                 big: true,
                 ..Default::default()
             };
-            inode(1, S_IFDIR | 0o755, Contents::Dir(Mutex::new(st)))
+            inode(1, S_IFDIR | 0o755, Contents::Dir(Box::new(Mutex::new(st))))
         }
         test_fs_read_only!();
         test_fs_accounting!();

@@ -1534,7 +1534,7 @@ mod tests {
         ignore = "Miri's allocator gives a block only the alignment asked for"
     )]
     fn mimalloc_serves_dentries_line_aligned() {
-        let heap = mimalloc::MiMalloc;
+        let heap = scalevfs_alloc::Alloc;
         let layout = std::alloc::Layout::new::<Dentry>();
         let blocks: Vec<*mut u8> = (0..256)
             // SAFETY: a layout of non-zero size.
@@ -1565,7 +1565,7 @@ mod tests {
         }
     }
 
-    use crate::inode::{Contents, DirState};
+    use crate::inode::Contents;
     use crate::name::scan;
     use crate::types::Timespec;
 
@@ -1575,8 +1575,7 @@ mod tests {
             0o40755,
             0,
             0,
-            0,
-            Contents::Dir(crate::sync::Mutex::new(DirState::default())),
+            Contents::empty_dir(),
             Timespec::default(),
         ))
     }
@@ -1681,7 +1680,6 @@ mod tests {
             let file = InodeArc::new(Inode::new(
                 2,
                 0o100644,
-                0,
                 0,
                 0,
                 Contents::File(crate::sync::RwLock::new(Default::default())),
@@ -2117,22 +2115,11 @@ mod loom_models {
 
     fn inode(ino: u64, dir: bool) -> InodeArc {
         let (mode, contents) = if dir {
-            (
-                0o40755,
-                Contents::Dir(crate::sync::Mutex::new(DirState::default())),
-            )
+            (0o40755, Contents::empty_dir())
         } else {
-            (0o100644, Contents::Special)
+            (0o100644, Contents::Special(0))
         };
-        InodeArc::new(Inode::new(
-            ino,
-            mode,
-            0,
-            0,
-            0,
-            contents,
-            Timespec::default(),
-        ))
+        InodeArc::new(Inode::new(ino, mode, 0, 0, contents, Timespec::default()))
     }
 
     /// A root directory with one child `a` (inode 2) in a small hash.

@@ -698,8 +698,7 @@ mod loom_models {
             crate::types::mode::S_IFIFO | 0o644,
             0,
             0,
-            0,
-            crate::inode::Contents::Special,
+            crate::inode::Contents::Special(0),
             t,
         )
     }

@@ -1073,10 +1073,10 @@ fn settled_times(st: &Stat) -> Option<(Timespec, Timespec)> {
 const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn unloaded_dir() -> Contents {
-    Contents::Dir(Mutex::new(DirState {
+    Contents::Dir(Box::new(Mutex::new(DirState {
         unloaded: true,
         ..Default::default()
-    }))
+    })))
 }
 
 fn stat_of(st: rfs::Stat) -> Stat {
@@ -1386,7 +1386,7 @@ impl FileSystem for HostFs {
             S_IFDIR => {
                 rfs::mkdirat(&*dfd, name, perm).map_err(host)?;
                 // New and empty: complete from the start, nothing to load.
-                Contents::Dir(Mutex::new(DirState::default()))
+                Contents::empty_dir()
             }
             S_IFREG => {
                 let flags = OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW;
@@ -1401,7 +1401,7 @@ impl FileSystem for HostFs {
             ty => {
                 let kind = rfs::FileType::from_raw_mode(ty);
                 rfs::mknodat(&*dfd, name, kind, perm, rdev).map_err(host)?;
-                Contents::Special
+                Contents::Special(rdev)
             }
         };
         // From here the object exists on the host: a failure takes it away again.
@@ -1442,7 +1442,7 @@ impl FileSystem for HostFs {
             }
         };
         let ino = self.ino_of(st.dev, st.ino)?;
-        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, rdev, contents, now));
+        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, contents, now));
         self.insert_new(ino, &inode, Some((dfd, ShortName::from_slice(name))), None)?;
         Ok(inode)
     }
@@ -1470,7 +1470,7 @@ impl FileSystem for HostFs {
         let st = stat_of(rfs::fstat(&fd).map_err(host)?);
         let ino = self.ino_of(st.dev, st.ino)?;
         let contents = Contents::Stored(crate::sync::Mutex::new(()));
-        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, 0, contents, now));
+        let inode = InodeArc::new(Inode::new(ino, mode, uid, gid, contents, now));
         self.insert_new(ino, &inode, None, Some(fd))?;
         Ok(inode)
     }
@@ -1933,7 +1933,7 @@ impl HostFs {
                 let t = rfs::readlinkat(dir.as_fd(), name, Vec::new()).map_err(host)?;
                 Contents::Symlink(t.into_bytes().into())
             }
-            _ => Contents::Special,
+            _ => Contents::Special(st.rdev),
         };
         let mut st = *st;
         st.ino = ino;

@@ -210,14 +210,34 @@ impl DirState {
 /// by `fallocate` (no memory yet; it reads as zeros and counts as space used, and, like
 /// tmpfs's not-uptodate pages, as a hole to `SEEK_DATA`/`SEEK_HOLE`). Every page in the map
 /// is charged to the file system exactly once (see `memfs`, "Accounting").
+///
+/// The map is allocated at the first page: an empty file's data is one null pointer, and
+/// its lock and it fit the 16 bytes that keep [`Contents`] at 24.
 #[derive(Default)]
 pub struct FileData {
-    pages: BTreeMap<u64, Option<Box<[u8; PAGE]>>>,
+    pages: Option<Box<Pages>>,
 }
+
+/// A file's pages by index.
+type Pages = BTreeMap<u64, Option<Box<[u8; PAGE]>>>;
+
+/// The pages of a file that has none.
+static NO_PAGES: Pages = BTreeMap::new();
 
 const P: u64 = PAGE as u64;
 
 impl FileData {
+    /// The pages (none yet: an empty map).
+    #[inline]
+    fn map(&self) -> &Pages {
+        self.pages.as_deref().unwrap_or(&NO_PAGES)
+    }
+
+    /// The pages, to change: the map is allocated if the file has none yet.
+    fn map_mut(&mut self) -> &mut Pages {
+        self.pages.get_or_insert_with(Box::default)
+    }
+
     /// Copies bytes at `off` into `buf`, up to `size`; holes read as zeros.
     pub fn read(&self, buf: &mut [u8], off: u64, size: u64) -> usize {
         if off >= size {
@@ -230,7 +250,7 @@ impl FileData {
             let idx = pos / P;
             let in_page = (pos % P) as usize;
             let chunk = (PAGE - in_page).min(n - done);
-            match self.pages.get(&idx) {
+            match self.map().get(&idx) {
                 Some(Some(p)) => {
                     buf[done..done + chunk].copy_from_slice(&p[in_page..in_page + chunk])
                 }
@@ -251,7 +271,7 @@ impl FileData {
             let idx = pos / P;
             let in_page = (pos % P) as usize;
             let chunk = (PAGE - in_page).min(data.len() - done);
-            let slot = self.pages.entry(idx).or_insert_with(|| {
+            let slot = self.map_mut().entry(idx).or_insert_with(|| {
                 added += 1;
                 None
             });
@@ -265,9 +285,12 @@ impl FileData {
     /// Cuts the data to `len` bytes: drops whole pages past it and zeroes the tail of the
     /// last one. Returns the number of pages freed.
     pub fn truncate(&mut self, len: u64) -> u64 {
-        let gone = self.pages.split_off(&len.div_ceil(P));
+        let Some(pages) = self.pages.as_deref_mut() else {
+            return 0;
+        };
+        let gone = pages.split_off(&len.div_ceil(P));
         if len % P != 0 {
-            if let Some(Some(p)) = self.pages.get_mut(&(len / P)) {
+            if let Some(Some(p)) = pages.get_mut(&(len / P)) {
                 p[(len % P) as usize..].fill(0);
             }
         }
@@ -277,27 +300,29 @@ impl FileData {
     /// `FALLOC_FL_PUNCH_HOLE` over `[off, end)`: frees the pages wholly inside, zeroes the
     /// parts of the others. Returns the number of pages freed.
     pub fn punch(&mut self, off: u64, end: u64) -> u64 {
+        let Some(pages) = self.pages.as_deref_mut() else {
+            return 0;
+        };
         if end <= off {
             return 0;
         }
         let (first_whole, end_whole) = (off.div_ceil(P), end / P);
         let mut freed = 0;
         if first_whole < end_whole {
-            let inside: Vec<u64> = self
-                .pages
+            let inside: Vec<u64> = pages
                 .range(first_whole..end_whole)
                 .map(|(&i, _)| i)
                 .collect();
             freed = inside.len() as u64;
             for i in inside {
-                self.pages.remove(&i);
+                pages.remove(&i);
             }
         }
         // The partial pages at either end.
         for idx in [off / P, (end - 1) / P] {
             let (lo, hi) = ((idx * P).max(off), ((idx + 1) * P).min(end));
             if lo < hi && (lo > idx * P || hi < (idx + 1) * P) {
-                if let Some(Some(p)) = self.pages.get_mut(&idx) {
+                if let Some(Some(p)) = pages.get_mut(&idx) {
                     p[(lo - idx * P) as usize..(hi - idx * P) as usize].fill(0);
                 }
             }
@@ -312,8 +337,9 @@ impl FileData {
         if end <= off {
             return 0;
         }
+        let pages = self.map_mut();
         for idx in off / P..=(end - 1) / P {
-            if let std::collections::btree_map::Entry::Vacant(v) = self.pages.entry(idx) {
+            if let std::collections::btree_map::Entry::Vacant(v) = pages.entry(idx) {
                 v.insert(None);
                 added += 1;
             }
@@ -328,7 +354,7 @@ impl FileData {
             return 0;
         }
         let (first, last) = (off / P, (end - 1) / P);
-        (last - first + 1) - self.pages.range(first..=last).count() as u64
+        (last - first + 1) - self.map().range(first..=last).count() as u64
     }
 
     /// The end of the longest prefix of `[off, end)` whose writing adds at most `n` pages.
@@ -340,7 +366,7 @@ impl FileData {
             if start >= end {
                 return end;
             }
-            if !self.pages.contains_key(&idx) {
+            if !self.map().contains_key(&idx) {
                 if added == n {
                     return start;
                 }
@@ -352,13 +378,8 @@ impl FileData {
 
     /// Frees every page; returns how many there were.
     pub fn clear(&mut self) -> u64 {
-        let n = self.pages.len() as u64;
-        // `BTreeMap::clear` of an empty map still walks a dying iterator: an empty file's
-        // eviction (every create + unlink) skips it.
-        if n > 0 {
-            self.pages.clear();
-        }
-        n
+        // An empty file's eviction (every create + unlink) has no map to free.
+        self.pages.take().map_or(0, |m| m.len() as u64)
     }
 
     /// `SEEK_DATA` (`seek_data`) or `SEEK_HOLE` from `start` in a file of `size` bytes
@@ -374,7 +395,7 @@ impl FileData {
         let clamp = |x: i64| if x > size { size } else { x };
         let mut start = start;
         let last = (size - 1) as u64 / P;
-        for (&idx, page) in self.pages.range(start as u64 / P..=last) {
+        for (&idx, page) in self.map().range(start as u64 / P..=last) {
             let pos = (idx * P) as i64;
             if start < pos {
                 // A hole before this page: SEEK_HOLE is done; SEEK_DATA moves to the page.
@@ -404,21 +425,42 @@ impl FileData {
     }
 }
 
-/// What kind of object an inode is, with its contents.
+/// What kind of object an inode is, with its contents: 24 bytes, so that an inode is
+/// 128 (see [`Inode`]). What only some objects need is behind a pointer: a directory's
+/// state, and a file's map of pages once it has any ([`FileData`]).
 pub enum Contents {
     /// A directory.
-    Dir(Mutex<DirState>),
+    Dir(Box<Mutex<DirState>>),
     /// A regular file.
     File(RwLock<FileData>),
     /// A symlink and its target.
     Symlink(Box<[u8]>),
-    /// A FIFO, socket or device node: no contents.
-    Special,
+    /// A FIFO, socket or device node: no contents but its device number (`st_rdev`; 0
+    /// but for a device node).
+    Special(u64),
     /// A regular file whose data its file system keeps (hostfs): read and written through
     /// the descriptor `FileSystem::open_data` gives each open description, never through
     /// pages of the engine's. The lock serializes the writes and truncations that change
     /// its size, so that an append's offset and the size the engine reports agree.
     Stored(Mutex<()>),
+}
+
+impl Contents {
+    /// A new directory's: complete, with no entries.
+    pub fn empty_dir() -> Contents {
+        Contents::Dir(Box::default())
+    }
+
+    /// The contents of a new object of type `mode & S_IFMT` whose data the engine keeps
+    /// (memfs's): `rdev` for a device node, `target` for a symlink.
+    pub fn in_memory(mode: u32, rdev: u64, target: Option<&[u8]>) -> Contents {
+        match mode & S_IFMT {
+            S_IFDIR => Contents::empty_dir(),
+            S_IFREG => Contents::File(RwLock::new(FileData::default())),
+            S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
+            _ => Contents::Special(rdev),
+        }
+    }
 }
 
 /// A counted pointer to an inode: triomphe's `Arc`, which has no weak count, so that an
@@ -427,18 +469,23 @@ pub type InodeArc = triomphe::Arc<Inode>;
 
 /// An inode. Shared as an [`InodeArc`].
 ///
-/// Laid out in declaration order (`repr(C)`) so that what is written often and what `stat`
-/// reads sit on different cache lines: the `InodeArc`'s count (the 8 bytes before the
-/// inode) shares the first line with `holds` (an open and its close each write both) and the
-/// start of `contents` (whose lock every read and write of the data takes), and the
-/// attributes that `stat`, the walk's permission and type checks (the type is read from the
-/// mode: see [`Inode::is_dir`]) and `read`'s size check read are on the next line, which an
-/// open, read and close of the file do not write. (With `holds` beside the attributes, two
-/// threads opening one file took that line from each other on every open and close.) The
-/// allocation (the inode and the `InodeArc`'s count) is 168 bytes, which mimalloc serves from
-/// its 192-byte size class (requests of 160 to 184 bytes, measured): blocks of a
-/// multiple of 64 bytes from 64-aligned pages, so neighbouring inodes never share a line
-/// (no `align(64)` needed, which cost 64 bytes of padding per inode).
+/// 128 bytes with the `InodeArc`'s count (the 8 bytes before the inode), served from
+/// mimalloc's 128-byte class, whose blocks are 128-byte aligned (a test checks it): two
+/// lines, one pair for the hardware's adjacent-line prefetch, and no line shared with
+/// another inode. Laid out in declaration order (`repr(C)`):
+/// - line 0: what is written often (the count and `holds`, which an open and its close
+///   each write, and the start of `contents`, whose lock every read and write of the data
+///   takes), then what `stat` reads and hardly anything writes (`nlink`, `ino`, `blocks`);
+/// - line 1: the mode, owner and group (the walk's permission and type checks: the type is
+///   read from the mode, see [`Inode::is_dir`]), the size (`read`'s check) and the times,
+///   which an open, a read and a close of the file do not write, and the sequence count
+///   of the attributes.
+///
+/// So the walk and `read` read a line that opens and closes on other threads do not take
+/// from them (with `holds` beside the attributes, two threads opening one file took that
+/// line from each other on every open and close), and `stat` reads both. (It was 168 bytes
+/// in mimalloc's 192-byte class, its lines not paired, until the directory's state and the
+/// file's page map moved behind pointers and the device number into `Contents::Special`.)
 #[repr(C)]
 pub struct Inode {
     /// Holds on the inode's contents: one while it has links, one per open description. At
@@ -459,22 +506,20 @@ pub struct Inode {
     pub(crate) has_locks: crate::sync::AtomicBool,
     /// The contents.
     pub contents: Contents,
-    seq: SeqCount32,
     /// The owner this inode is counted against in its file system's per-user inode
     /// counts, or [`NO_QUOTA`] (no per-user limit, or evicted). Moved by compare-and-swap
     /// on `chown` and swapped out at eviction, so each count is given back exactly once.
     pub(crate) quota_uid: AtomicU32,
+    nlink: AtomicU32,
     /// Inode number, unique within its file system for the inode's life.
     pub ino: u64,
+    blocks: AtomicU64,
+    seq: SeqCount32,
     mode: AtomicU32,
     uid: AtomicU32,
     gid: AtomicU32,
-    nlink: AtomicU32,
     size: AtomicU64,
-    blocks: AtomicU64,
     times: FileTimes,
-    /// Device number for device nodes.
-    pub rdev: u64,
 }
 
 /// No file-lock record outlives its inode: a file system torn down with its inodes still
@@ -543,13 +588,13 @@ pub struct AttrUpdate {
 }
 
 impl Inode {
-    /// A new inode with `nlink` 1 (2 for a directory) and all times `now`.
+    /// A new inode with `nlink` 1 (2 for a directory) and all times `now`; a device
+    /// node's number is in its `contents` ([`Contents::Special`]).
     pub fn new(
         ino: u64,
         mode: u32,
         uid: u32,
         gid: u32,
-        rdev: u64,
         contents: Contents,
         now: Timespec,
     ) -> Inode {
@@ -578,7 +623,6 @@ impl Inode {
         };
         let i = Inode {
             ino,
-            rdev,
             seq: SeqCount32::new(),
             // The creator's hold: the new inode's first link, or its `O_TMPFILE` description.
             holds: AtomicU32::new(1),
@@ -605,9 +649,10 @@ impl Inode {
     }
 
     /// An inode as its file system reports it (a host `stat`): every attribute from `st`
-    /// but the device, which is the engine's.
+    /// but the device, which is the engine's, and the device number, which is the
+    /// `contents`' (the caller's [`Contents::Special`]).
     pub fn from_stat(st: &Stat, contents: Contents) -> Inode {
-        let i = Inode::new(st.ino, st.mode, st.uid, st.gid, st.rdev, contents, st.ctime);
+        let i = Inode::new(st.ino, st.mode, st.uid, st.gid, contents, st.ctime);
         i.nlink.store(st.nlink, Relaxed);
         i.size.store(st.size, Relaxed);
         i.blocks.store(st.blocks, Relaxed);
@@ -715,6 +760,14 @@ impl Inode {
         self.blocks.load(Relaxed) != 0
     }
 
+    /// The device number (`st_rdev`): a device node's, 0 for every other object.
+    pub fn rdev(&self) -> u64 {
+        match self.contents {
+            Contents::Special(rdev) => rdev,
+            _ => 0,
+        }
+    }
+
     /// The directory state, for directories.
     #[inline]
     pub fn dir(&self) -> Option<&Mutex<DirState>> {
@@ -762,7 +815,7 @@ impl Inode {
                 // Linux's `do_mknodat`); asked of the mode, which is loaded anyway, it
                 // costs a cached stat 13 instructions fewer (BENCHMARKS.md).
                 rdev: if matches!(mode & S_IFMT, S_IFCHR | S_IFBLK) {
-                    self.rdev
+                    self.rdev()
                 } else {
                     0
                 },
@@ -1084,19 +1137,22 @@ mod layout_tests {
     /// The `InodeArc` header (one count) precedes the inode in its allocation.
     const ARC_HEADER: usize = 8;
 
-    /// What `stat` reads is off the line that the reference counts and the contents' locks
-    /// write, and the allocation fits the allocator's 192-byte class.
+    /// The allocation is 128 bytes, and what the walk and `read` check (type, permission
+    /// bits, owner, group, size) is on line 1, off line 0, which the reference counts
+    /// and the contents' locks write ("Inode" above).
     #[test]
     fn counts_and_attributes_do_not_share_a_line() {
-        for field in [
-            offset_of!(Inode, seq),
-            offset_of!(Inode, ino),
-            offset_of!(Inode, mode),
-            offset_of!(Inode, uid),
-            offset_of!(Inode, size),
-            offset_of!(Inode, times),
+        assert_eq!(size_of::<Contents>(), 24);
+        assert_eq!(ARC_HEADER + size_of::<Inode>(), 128);
+        for (name, field) in [
+            ("seq", offset_of!(Inode, seq)),
+            ("mode", offset_of!(Inode, mode)),
+            ("uid", offset_of!(Inode, uid)),
+            ("gid", offset_of!(Inode, gid)),
+            ("size", offset_of!(Inode, size)),
+            ("times", offset_of!(Inode, times)),
         ] {
-            assert!(ARC_HEADER + field >= 64, "a stat field at {field}");
+            assert!(ARC_HEADER + field >= 64, "{name} at {field}");
         }
         // What an open, a read and a close write: with the `InodeArc`'s count, on line 0.
         for (name, field, size) in [
@@ -1105,12 +1161,34 @@ mod layout_tests {
         ] {
             assert!(ARC_HEADER + field + size <= 64, "{name} at {field}");
         }
-        // mimalloc's 192-byte class serves up to 184 bytes; past that an inode costs 224.
-        assert!(
-            ARC_HEADER + size_of::<Inode>() <= 184,
-            "{}",
-            size_of::<Inode>()
-        );
+    }
+
+    /// mimalloc serves an inode's allocation (128 bytes, 8-aligned) 128-byte aligned, so
+    /// that its two lines are "Inode"'s line 0 and line 1, as a pair.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "Miri's allocator gives a block only the alignment asked for"
+    )]
+    fn mimalloc_serves_inodes_as_a_line_pair() {
+        let heap = scalevfs_alloc::Alloc;
+        let layout = std::alloc::Layout::from_size_align(
+            ARC_HEADER + size_of::<Inode>(),
+            std::mem::align_of::<Inode>(),
+        )
+        .unwrap();
+        let blocks: Vec<*mut u8> = (0..256)
+            // SAFETY: a layout of non-zero size.
+            .map(|_| unsafe { std::alloc::GlobalAlloc::alloc(&heap, layout) })
+            .collect();
+        for &b in &blocks {
+            assert!(!b.is_null());
+            assert_eq!(b as usize % 128, 0, "an inode's block at {b:p}");
+        }
+        for b in blocks {
+            // SAFETY: allocated above with this layout, by this allocator.
+            unsafe { std::alloc::GlobalAlloc::dealloc(&heap, b, layout) };
+        }
     }
 
     /// The type bits of the mode must say what the contents hold: `is_dir` and
@@ -1121,7 +1199,7 @@ mod layout_tests {
     #[should_panic(expected = "mode and contents disagree")]
     fn a_mode_that_disagrees_with_the_contents_is_refused() {
         let t = Timespec { sec: 5, nsec: 0 };
-        let _ = Inode::new(7, S_IFDIR | 0o755, 0, 0, 0, Contents::Special, t);
+        let _ = Inode::new(7, S_IFDIR | 0o755, 0, 0, Contents::Special(0), t);
     }
 
     /// A symlink and a directory are told by their modes, whatever else they hold.
@@ -1133,24 +1211,15 @@ mod layout_tests {
             S_IFLNK | 0o777,
             0,
             0,
-            0,
             Contents::Symlink(b"x".to_vec().into()),
             t,
         );
         assert_eq!(link.symlink_target(), Some(&b"x"[..]));
         assert!(!link.is_dir());
-        let file = Inode::new(8, S_IFREG | 0o644, 0, 0, 0, Contents::Special, t);
+        let file = Inode::new(8, S_IFREG | 0o644, 0, 0, Contents::Special(0), t);
         assert_eq!(file.symlink_target(), None);
         assert!(!file.is_dir());
-        let dir = Inode::new(
-            9,
-            S_IFDIR | 0o755,
-            0,
-            0,
-            0,
-            Contents::Dir(Mutex::new(DirState::default())),
-            t,
-        );
+        let dir = Inode::new(9, S_IFDIR | 0o755, 0, 0, Contents::empty_dir(), t);
         assert!(dir.is_dir() && dir.dir().is_some());
         assert_eq!(dir.symlink_target(), None);
     }
@@ -1160,7 +1229,7 @@ mod layout_tests {
     #[test]
     fn the_last_link_goes_once() {
         let t = Timespec { sec: 5, nsec: 0 };
-        let i = Inode::new(7, S_IFREG | 0o644, 0, 0, 0, Contents::Special, t);
+        let i = Inode::new(7, S_IFREG | 0o644, 0, 0, Contents::Special(0), t);
         i.add_links(1, None);
         assert!(!i.drop_link(t));
         assert!(i.drop_link(t));
@@ -1184,8 +1253,7 @@ mod loom_models {
             S_IFREG | 0o644,
             0,
             0,
-            0,
-            Contents::Special,
+            Contents::Special(0),
             t,
         ));
         i.times.broken.store(broken, Relaxed);

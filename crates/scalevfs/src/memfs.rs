@@ -46,10 +46,8 @@
 use crate::backend::{CacheOptions, FileSystem, SuperBlock};
 use crate::errno::{Errno, Result};
 use crate::inode::InodeArc;
-use crate::inode::{Contents, DirState, FileData, Inode, NO_QUOTA};
+use crate::inode::{Contents, Inode, NO_QUOTA};
 use crate::locktable::LockTable;
-use crate::sync::Mutex;
-use crate::sync::RwLock;
 use crate::sync::{PerUserCounts, UsageCounter};
 use crate::types::{mode::*, StatFs, Timespec, XattrFlags};
 use std::cell::Cell;
@@ -200,8 +198,7 @@ impl FileSystem for MemFs {
             S_IFDIR | (self.opts.mode & 0o7777),
             self.opts.uid,
             self.opts.gid,
-            0,
-            Contents::Dir(Mutex::new(DirState::default())),
+            Contents::empty_dir(),
             Timespec::now(),
         ))
     }
@@ -230,13 +227,8 @@ impl FileSystem for MemFs {
             }
         }
         self.inodes.charge(1);
-        let contents = match mode & S_IFMT {
-            S_IFDIR => Contents::Dir(Mutex::new(DirState::default())),
-            S_IFREG => Contents::File(RwLock::new(FileData::default())),
-            S_IFLNK => Contents::Symlink(target.unwrap_or_default().into()),
-            _ => Contents::Special,
-        };
-        let inode = Inode::new(self.alloc_ino(), mode, uid, gid, rdev, contents, now);
+        let contents = Contents::in_memory(mode, rdev, target);
+        let inode = Inode::new(self.alloc_ino(), mode, uid, gid, contents, now);
         if self.user_inodes.is_some() {
             inode.quota_uid.store(uid, Relaxed);
         }

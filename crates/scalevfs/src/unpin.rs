@@ -233,7 +233,7 @@ mod tests {
 
     fn object() -> InodeArc {
         let now = Timespec::now();
-        InodeArc::new(Inode::new(2, 0o10644, 0, 0, 0, Contents::Special, now))
+        InodeArc::new(Inode::new(2, 0o10644, 0, 0, Contents::Special(0), now))
     }
 
     /// [`run`], checking that it counts each call it makes once (in `made` of the tests'

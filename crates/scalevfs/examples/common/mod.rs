@@ -7,7 +7,7 @@ use scalevfs::Process;
 
 /// As the `scalevfs` binary does (see ARCHITECTURE.md, "Allocation").
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: scalevfs_alloc::Alloc = scalevfs_alloc::Alloc;
 
 /// The operation count: the first argument, 1,000,000 by default.
 pub fn count() -> u64 {
