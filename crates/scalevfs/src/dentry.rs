@@ -1534,20 +1534,7 @@ mod tests {
         ignore = "Miri's allocator gives a block only the alignment asked for"
     )]
     fn mimalloc_serves_dentries_line_aligned() {
-        let heap = scalevfs_alloc::Alloc;
-        let layout = std::alloc::Layout::new::<Dentry>();
-        let blocks: Vec<*mut u8> = (0..256)
-            // SAFETY: a layout of non-zero size.
-            .map(|_| unsafe { std::alloc::GlobalAlloc::alloc(&heap, layout) })
-            .collect();
-        for &b in &blocks {
-            assert!(!b.is_null());
-            assert_eq!(b as usize % 128, 0, "a dentry's block at {b:p}");
-        }
-        for b in blocks {
-            // SAFETY: allocated above with this layout, by this allocator.
-            unsafe { std::alloc::GlobalAlloc::dealloc(&heap, b, layout) };
-        }
+        crate::assert_binary_allocator_aligns(std::alloc::Layout::new::<Dentry>(), 128);
     }
 
     /// The allocator serves dentries 16-byte aligned, which "Layout" counts on to keep

@@ -1171,24 +1171,11 @@ mod layout_tests {
         ignore = "Miri's allocator gives a block only the alignment asked for"
     )]
     fn mimalloc_serves_inodes_as_a_line_pair() {
-        let heap = scalevfs_alloc::Alloc;
         let layout = std::alloc::Layout::from_size_align(
             ARC_HEADER + size_of::<Inode>(),
             std::mem::align_of::<Inode>(),
-        )
-        .unwrap();
-        let blocks: Vec<*mut u8> = (0..256)
-            // SAFETY: a layout of non-zero size.
-            .map(|_| unsafe { std::alloc::GlobalAlloc::alloc(&heap, layout) })
-            .collect();
-        for &b in &blocks {
-            assert!(!b.is_null());
-            assert_eq!(b as usize % 128, 0, "an inode's block at {b:p}");
-        }
-        for b in blocks {
-            // SAFETY: allocated above with this layout, by this allocator.
-            unsafe { std::alloc::GlobalAlloc::dealloc(&heap, b, layout) };
-        }
+        );
+        crate::assert_binary_allocator_aligns(layout.unwrap(), 128);
     }
 
     /// The type bits of the mode must say what the contents hold: `is_dir` and

@@ -56,6 +56,27 @@ struct ReadmeExamples;
 #[path = "bench_internals.rs"]
 pub mod __bench;
 
+/// Asserts that the allocator the `scalevfs` binary links (`scalevfs_alloc::Alloc`) serves
+/// blocks of `layout` aligned to `align`: what an object's line layout counts on beyond
+/// the alignment its type asks (the dentry's and the inode's).
+#[cfg(test)]
+pub(crate) fn assert_binary_allocator_aligns(layout: std::alloc::Layout, align: usize) {
+    use std::alloc::GlobalAlloc;
+    let heap = scalevfs_alloc::Alloc;
+    let blocks: Vec<*mut u8> = (0..256)
+        // SAFETY: the engine's layouts are of non-zero size.
+        .map(|_| unsafe { heap.alloc(layout) })
+        .collect();
+    for &b in &blocks {
+        assert!(!b.is_null());
+        assert_eq!(b as usize % align, 0, "{layout:?} served at {b:p}");
+    }
+    for b in blocks {
+        // SAFETY: allocated above with this layout, by this allocator.
+        unsafe { heap.dealloc(b, layout) };
+    }
+}
+
 pub use backend::{FsStats, SuperBlock, NEGATIVE_FLOOR};
 pub use errno::{Errno, Result};
 pub use file::{Desc, Handle};
