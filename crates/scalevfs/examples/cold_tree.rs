@@ -22,11 +22,10 @@
 //! second with the work and the cache misses of each stat. The CPU time is split into
 //! user time (the engine) and system time (the host's calls, mostly one `fstatat` per
 //! object loaded). With `PIN=1`, thread i runs on CPU i, as in `scalevfs bench`
-//! (unpinned, the scheduler places them). `scalevfs bench` also keeps each thread's full
-//! allocator pages its own (mimalloc's `page_full_retain` at -1; see the command's
-//! `keep_full_pages`): run this with `MIMALLOC_PAGE_FULL_RETAIN=-1` to match it, since
-//! without it a second thread's frees into abandoned full pages cost about 300 instructions
-//! a stat more than one thread's.
+//! (unpinned, the scheduler places them). Like `scalevfs bench`, it keeps each thread's
+//! full allocator pages its own (`scalevfs_alloc::keep_full_pages`): without that, a
+//! second thread's frees into abandoned full pages cost about 300 instructions a stat
+//! more than one thread's.
 
 mod common;
 
@@ -55,6 +54,7 @@ impl Drop for Tree {
 }
 
 fn main() {
+    scalevfs_alloc::keep_full_pages();
     let n = common::count();
     let cap: u64 = common::arg(2).and_then(|a| a.parse().ok()).unwrap_or(8000);
     let threads: usize = common::arg(3).and_then(|a| a.parse().ok()).unwrap_or(1);
