@@ -2274,7 +2274,7 @@ mod tests {
             S_IFDIR | 0o755,
             0,
             0,
-            Contents::Dir(Box::new(Mutex::new(st))),
+            Contents::dir(st),
             Timespec::now(),
         ))
     }
@@ -3290,7 +3290,7 @@ mod loom_models {
                 unloaded: true,
                 ..Default::default()
             };
-            inode(1, S_IFDIR | 0o755, Contents::Dir(Box::new(Mutex::new(st))))
+            inode(1, S_IFDIR | 0o755, Contents::dir(st))
         }
         test_fs_read_only!();
         test_fs_accounting!();
@@ -3531,7 +3531,7 @@ mod loom_models {
                 big: true,
                 ..Default::default()
             };
-            inode(1, S_IFDIR | 0o755, Contents::Dir(Box::new(Mutex::new(st))))
+            inode(1, S_IFDIR | 0o755, Contents::dir(st))
         }
         test_fs_read_only!();
         test_fs_accounting!();

@@ -1073,10 +1073,10 @@ fn settled_times(st: &Stat) -> Option<(Timespec, Timespec)> {
 const TIME_GRAIN: std::time::Duration = std::time::Duration::from_millis(50);
 
 fn unloaded_dir() -> Contents {
-    Contents::Dir(Box::new(Mutex::new(DirState {
+    Contents::dir(DirState {
         unloaded: true,
         ..Default::default()
-    })))
+    })
 }
 
 fn stat_of(st: rfs::Stat) -> Stat {

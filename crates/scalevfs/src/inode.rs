@@ -264,6 +264,10 @@ impl FileData {
     /// Writes `data` at `off`, allocating pages. Returns the number of pages added to the
     /// map (a reserved page turning into a written one adds none).
     pub fn write(&mut self, data: &[u8], off: u64) -> u64 {
+        if data.is_empty() {
+            return 0;
+        }
+        let pages = self.map_mut();
         let mut added = 0;
         let mut done = 0;
         while done < data.len() {
@@ -271,7 +275,7 @@ impl FileData {
             let idx = pos / P;
             let in_page = (pos % P) as usize;
             let chunk = (PAGE - in_page).min(data.len() - done);
-            let slot = self.map_mut().entry(idx).or_insert_with(|| {
+            let slot = pages.entry(idx).or_insert_with(|| {
                 added += 1;
                 None
             });
@@ -446,9 +450,14 @@ pub enum Contents {
 }
 
 impl Contents {
+    /// A directory's, in state `st`.
+    pub fn dir(st: DirState) -> Contents {
+        Contents::Dir(Box::new(Mutex::new(st)))
+    }
+
     /// A new directory's: complete, with no entries.
     pub fn empty_dir() -> Contents {
-        Contents::Dir(Box::default())
+        Contents::dir(DirState::default())
     }
 
     /// The contents of a new object of type `mode & S_IFMT` whose data the engine keeps
