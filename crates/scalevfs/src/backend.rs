@@ -1759,7 +1759,11 @@ impl SuperBlock {
         let Some(max) = self.max_dentries else {
             return;
         };
-        if self.dcache.len() <= max.max(self.sweep_floor.load(Relaxed))
+        // Before every locked lookup: the comparison reads no other thread's count unless
+        // the cache is near its cap (see `sync::BatchedCounter`).
+        if self
+            .dcache
+            .len_at_most(max.max(self.sweep_floor.load(Relaxed)))
             || self
                 .sweeping
                 .compare_exchange(false, true, Acquire, Relaxed)

@@ -123,7 +123,7 @@ use crate::inode::Inode;
 use crate::inode::InodeArc;
 use crate::name::{Component, DName, LongName};
 use crate::sync::effects::effect;
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, LockTable, RefCount, SeqCount, StripedCounter};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, BatchedCounter, LockTable, RefCount, SeqCount};
 use crossbeam_epoch::Guard;
 use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
@@ -632,8 +632,9 @@ pub struct DHash {
     /// buckets (the table only grows), so all the keys of a bucket share one lock, and a
     /// key's lock is the same at every size.
     locks: LockTable,
-    /// Hashed dentries (the load that decides growth).
-    len: StripedCounter,
+    /// Hashed dentries (the load that decides growth, and what a capped cache's every
+    /// locked lookup compares with its cap: [`DHash::len_at_most`]).
+    len: BatchedCounter,
 }
 
 /// One size of the bucket array.
@@ -770,7 +771,7 @@ impl DHash {
             key: 0,
             table: crossbeam_epoch::Atomic::new(Table::new(n)),
             locks: LockTable::new(lock_count(n)),
-            len: StripedCounter::default(),
+            len: BatchedCounter::default(),
         }
     }
 
@@ -805,6 +806,14 @@ impl DHash {
     /// How many dentries are hashed (a sum of stripes: exact when the table is quiet).
     pub fn len(&self) -> u64 {
         self.len.sum().max(0) as u64
+    }
+
+    /// Whether at most `limit` dentries are hashed, as `len() <= limit` answers, but
+    /// without reading what other threads' inserts keep writing unless the count is near
+    /// `limit` (see [`BatchedCounter`]).
+    #[inline]
+    pub fn len_at_most(&self, limit: u64) -> bool {
+        self.len.at_most(limit)
     }
 
     /// How many buckets the table has now.

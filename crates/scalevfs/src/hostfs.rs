@@ -646,6 +646,11 @@ impl HostFs {
         let Some(cap) = self.max_inodes else {
             return;
         };
+        // After every load: the comparison reads no other thread's count unless the cache
+        // is near its cap.
+        if self.nodes.len_at_most(cap) {
+            return;
+        }
         let len = self.nodes.len();
         if len <= cap {
             return;

@@ -90,7 +90,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 
 use crate::reclaim::FreeBatch;
-use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, Mutex, StripedCounter};
+use crate::sync::{AtomicU64, AtomicU8, AtomicUsize, BatchedCounter, Mutex, StripedCounter};
 
 /// What names an inode: the file system's id and the inode number within it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -221,7 +221,7 @@ pub struct InodeCache<V: Send + Sync + 'static> {
     seed: u64,
     counters: Counters,
     /// Nodes not yet dead: linked ones, and failed loads' nodes still held.
-    len: StripedCounter,
+    len: BatchedCounter,
     /// The shard a [`InodeCache::shrink`] looks at next (CLOCK's hand, over shards).
     hand: AtomicUsize,
     /// The ablation switch (see [`InodeCache::set_one_lock`]).
@@ -326,7 +326,7 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
             waiters: Waiters::new(n),
             seed: crate::name::name_key(),
             counters: Counters::default(),
-            len: StripedCounter::default(),
+            len: BatchedCounter::default(),
             hand: AtomicUsize::new(0),
             one_lock: std::sync::atomic::AtomicBool::new(false),
             global: Mutex::new(()),
@@ -817,6 +817,14 @@ impl<V: Send + Sync + 'static> InodeCache<V> {
     /// Nodes in the cache, loads in progress included (racy).
     pub fn len(&self) -> usize {
         self.len.sum().max(0) as usize
+    }
+
+    /// Whether at most `limit` nodes are cached, as `len() <= limit` answers, but without
+    /// reading what other threads' loads keep writing unless the count is near `limit`
+    /// (see [`crate::sync::BatchedCounter`]).
+    #[inline]
+    pub fn len_at_most(&self, limit: usize) -> bool {
+        self.len.at_most(limit as u64)
     }
 
     /// Whether the cache holds no node (racy).

@@ -2,7 +2,8 @@
 //! themselves: a sequence counter ([`SeqCount`]), a reference count with a dead state
 //! ([`RefCount`]), the namespace-change protocol ([`ChangeSeq`]), check mode's record of
 //! mutations (`effects`), striped counters ([`StripedCounter`], on stripes owned by
-//! threads, and [`SharedCounter`]), per-user counts
+//! threads, [`SharedCounter`], and [`BatchedCounter`] for counts compared with a limit),
+//! per-user counts
 //! ([`PerUserCounts`]) and a table of hashed locks ([`LockTable`]).
 //!
 //! Every other module takes its atomics from here. Under `--cfg loom` they come from loom,
@@ -684,6 +685,16 @@ mod owned_stripe {
     /// Bit `i`: stripe `i` is owned by a live thread.
     static OWNERS: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 
+    /// One more than the highest stripe ever owned: the stripes past it were never written
+    /// (a stripe given back keeps what its owner left in it). Only grows.
+    static EVER_OWNED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// How many of the first stripes may hold something (see [`EVER_OWNED`]).
+    #[inline]
+    pub(super) fn ever_owned() -> usize {
+        EVER_OWNED.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     thread_local! {
         /// This thread's stripe, [`UNASSIGNED`] or [`SHARED`]. No destructor: readable
         /// while other thread-locals are destroyed.
@@ -727,6 +738,8 @@ mod owned_stripe {
         // during this thread's own teardown).
         let i = if i < super::stripes() && RELEASE.try_with(|_| ()).is_ok() {
             *owners |= 1u64 << i;
+            // Before this thread's first change of any counter (the caller makes it).
+            EVER_OWNED.fetch_max(i + 1, std::sync::atomic::Ordering::Relaxed);
             i
         } else {
             SHARED
@@ -837,6 +850,77 @@ impl SharedCounter {
     /// The sum of all stripes; not a snapshot under concurrent updates.
     pub fn sum(&self) -> i64 {
         self.0.sum()
+    }
+}
+
+/// A count compared against a limit on every operation, whose comparison reads no line
+/// that other threads keep writing until the count is near the limit (Linux's
+/// `percpu_counter` and `__percpu_counter_compare`). Each thread keeps its changes in its
+/// own stripe, with a load and a store, and moves them into a central value once they
+/// reach [`BatchedCounter::BATCH`] either way; so every owned stripe holds less than a
+/// batch, and [`BatchedCounter::at_most`] knows the count is under a limit from the
+/// central value and the shared stripe alone (each written once per batch, or by threads
+/// past the stripe count), while a [`StripedCounter`]'s sum reads every thread's stripe,
+/// a line its owner wrote a moment ago: at two threads, one cache miss per read, and one
+/// more for the owner's next change. Used for the sizes of the capped caches, which every
+/// locked lookup compares with their caps.
+#[derive(Default)]
+pub struct BatchedCounter {
+    central: CachePadded<AtomicI64>,
+    stripes: Stripes,
+}
+
+impl BatchedCounter {
+    /// How far an owned stripe may drift before its changes move to the central value.
+    pub const BATCH: i64 = 32;
+
+    /// Adds `n` (may be negative).
+    #[inline]
+    pub fn add(&self, n: i64) {
+        match self.stripes.mine() {
+            // The owner is the stripe's only writer (see `owned_stripe`); it leaves less
+            // than a batch in it.
+            Ok(s) => {
+                let v = s.load(Relaxed).wrapping_add(n);
+                if v.unsigned_abs() < Self::BATCH as u64 {
+                    s.store(v, Relaxed);
+                } else {
+                    // Central first: a sum in between counts `v` twice, never not at all.
+                    self.central.fetch_add(v, Relaxed);
+                    s.store(0, Relaxed);
+                }
+            }
+            Err(s) => {
+                s.fetch_add(n, Relaxed);
+            }
+        }
+    }
+
+    /// The count: the central value and every stripe; not a snapshot under concurrent
+    /// updates.
+    pub fn sum(&self) -> i64 {
+        self.central.load(Relaxed).wrapping_add(self.stripes.sum())
+    }
+
+    /// Whether the count ([`BatchedCounter::sum`], taken as 0 if negative) is at most
+    /// `limit`: from the central value and the shared stripe when those, with every stripe
+    /// ever owned a batch short of full, are at most `limit`; else by the sum.
+    #[inline]
+    pub fn at_most(&self, limit: u64) -> bool {
+        let shared = self.stripes.0[self.stripes.0.len() - 1].load(Relaxed);
+        let slack = owned_stripe::ever_owned() as i64 * (Self::BATCH - 1);
+        let bound = self
+            .central
+            .load(Relaxed)
+            .saturating_add(shared)
+            .saturating_add(slack);
+        bound <= 0 || (bound as u64) <= limit || self.sum().max(0) as u64 <= limit
+    }
+}
+
+impl std::fmt::Debug for BatchedCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BatchedCounter({})", self.sum())
     }
 }
 
@@ -1551,5 +1635,60 @@ mod tests {
             h.join().unwrap();
         }
         assert_eq!(c.sum(), 4000);
+    }
+
+    /// `at_most` answers what the sum answers, at every limit near the count: after one
+    /// thread's few changes (still in its stripe, under a batch: a comparison of the
+    /// central value alone would say "under" at any limit), and after many threads', more
+    /// than there are stripes, adding and taking away (some in the shared stripe).
+    #[test]
+    fn batched_counter_compares_as_its_sum() {
+        let c = std::sync::Arc::new(BatchedCounter::default());
+        let check = |c: &BatchedCounter| {
+            let sum = c.sum();
+            for limit in (sum - 3).max(0)..sum + 3 {
+                assert_eq!(
+                    c.at_most(limit as u64),
+                    sum <= limit,
+                    "{c:?} at most {limit}"
+                );
+            }
+        };
+        c.add(BatchedCounter::BATCH / 2);
+        check(&c);
+        c.add(2 * BatchedCounter::BATCH + 1);
+        check(&c);
+        let threads = 2 * stripes() + 3;
+        // Multiples of 4: every thread takes away as often.
+        let adds = if cfg!(miri) { 48 } else { 5_000i64 };
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    for i in 0..adds {
+                        c.add(if (i + t as i64) % 4 == 0 { -3 } else { 2 });
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+        check(&c);
+        let owned = &c.stripes.0[..stripes()];
+        assert!(
+            owned
+                .iter()
+                .all(|s| s.load(Relaxed).abs() < BatchedCounter::BATCH),
+            "every owned stripe holds less than a batch: {owned:?}"
+        );
+        let per_thread: i64 = (0..adds)
+            .map(|i| if i % 4 == 0 { -3 } else { 2 })
+            .sum::<i64>();
+        assert_eq!(
+            c.sum(),
+            BatchedCounter::BATCH / 2 + 2 * BatchedCounter::BATCH + 1 + threads as i64 * per_thread
+        );
+        c.add(-c.sum());
+        check(&c);
+        assert!(c.at_most(0));
     }
 }
